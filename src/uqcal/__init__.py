@@ -1,0 +1,3 @@
+"""uqcal: reproducible uncertainty-calibration research pipeline."""
+
+__version__ = "0.1.0"
