@@ -328,3 +328,16 @@ def test_internal_constants_match_papers():
     np.testing.assert_allclose(R.CE_QR_LEVELS, np.arange(1, 11) / 10)
     np.testing.assert_allclose(R.CAL_SCORE_LEVELS, np.arange(1, 20) * 0.05)
     assert R.RIO_Z == {0.95: 1.96, 0.90: 1.65, 0.68: 1.0}
+
+
+def test_mean_over_groups_hand():
+    # group a: y 0, 2 vs mean 1, 1 -> mse 1 ; group b: y 5 vs 3 -> mse 4 ; unweighted mean 2.5
+    # (pooled mse would be (1 + 1 + 4) / 3 = 2)
+    y, mean, groups = [0.0, 5.0, 2.0], [1.0, 3.0, 1.0], ["a", "b", "a"]
+    assert M.mean_over_groups(M.mse, groups, y, mean) == pytest.approx(2.5)
+    # kwargs are passed through: ECE of each group's PIT at a single level 0.5
+    # group a pit .2 .7 -> p_hat .5 -> 0 ; group b pit .3 -> p_hat 1 -> .5 ; mean .25
+    pit = [0.2, 0.3, 0.7]
+    assert M.mean_over_groups(M.ece_iwata, groups, pit, levels=[0.5]) == pytest.approx(0.25)
+    with pytest.raises(ValueError, match=r"arrays\[1\]"):
+        M.mean_over_groups(M.mse, groups, y, [1.0])

@@ -277,6 +277,26 @@ def crps_from_quantiles(y, levels, quantiles) -> float:
     return float(np.mean(2.0 * np.mean(pinball, axis=1)))
 
 
+# ----------------------------------------------------------------------------- grouping
+def mean_over_groups(metric, groups, *arrays, **kwargs) -> float:
+    """Unweighted mean over groups of ``metric(*arrays[group], **kwargs)``.
+
+    For per-episode evaluation (e.g. Iwata & Kumagai compute MSE/ECE "on query sets in the meta-test
+    tasks": one value per query set, then averaged). Every array must have ``len(groups)`` rows.
+    """
+    keys = np.asarray(groups)
+    if keys.ndim != 1 or keys.size == 0:
+        raise ValueError(f"groups: expected a non-empty 1-D array, got shape {keys.shape}")
+    columns = []
+    for i, values in enumerate(arrays):
+        arr = np.asarray(values)
+        if arr.ndim == 0 or arr.shape[0] != keys.shape[0]:
+            raise ValueError(f"arrays[{i}]: expected {keys.shape[0]} rows, got shape {arr.shape}")
+        columns.append(arr)
+    values = [metric(*(col[keys == g] for col in columns), **kwargs) for g in np.unique(keys)]
+    return float(np.mean(values))
+
+
 # ----------------------------------------------------------------------------- bundles
 def regression_metrics_gaussian(y, mean, std, *, rio_z: bool = False) -> dict[str, float]:
     """All shared regression metrics for a Gaussian predictive N(mean, std^2).
