@@ -24,6 +24,8 @@ def paired_pvalue(a: np.ndarray, b: np.ndarray, test: str = "ttest") -> float:
     diff = a - b
     if len(diff) < 2 or np.allclose(diff, 0.0):
         return 1.0
+    if np.allclose(diff, diff[0]):  # a constant non-zero shift: no variance, the difference is certain
+        return 0.0
     if test == "ttest":
         p = stats.ttest_rel(a, b).pvalue
     else:
