@@ -1,4 +1,5 @@
-"""Table builder: bold marking against a brute-force paired t-test, paper columns, stand-in notes, Markdown."""
+"""Table builder: bold marking against a brute-force paired t-test, paper columns, stand-in
+notes, Markdown."""
 
 from __future__ import annotations
 
@@ -38,8 +39,12 @@ def test_bold_marking_matches_brute_force(tmp_path):
     seeds = 6
     base = rng.normal(size=seeds)
     # best, a near-tie (noisy, same mean), a clear loser, and one that is consistently a little worse
-    values = {"metacal": 1.0 + 0.05 * base, "mdkl": 1.0 + 0.05 * base + rng.normal(0.01, 0.08, seeds),
-              "np": 2.0 + 0.05 * rng.normal(size=seeds), "gp": 1.0 + 0.05 * base + 0.03 + 0.002 * rng.normal(size=seeds)}
+    values = {
+        "metacal": 1.0 + 0.05 * base,
+        "mdkl": 1.0 + 0.05 * base + rng.normal(0.01, 0.08, seeds),
+        "np": 2.0 + 0.05 * rng.normal(size=seeds),
+        "gp": 1.0 + 0.05 * base + 0.03 + 0.002 * rng.normal(size=seeds),
+    }
     results = tmp_path / "results"
     for method, vals in values.items():
         for seed, v in enumerate(vals):
@@ -48,18 +53,26 @@ def test_bold_marking_matches_brute_force(tmp_path):
     runs, summary = load_runs(results, "metareg"), load_summary(results, "metareg")
     reference = load_reference(REFERENCE_DIR, "metareg")
     relations = {"ozone": relate_dataset("ozone", REGISTRY, reference)}
-    table = build_table({"id": "te", "metric": "te", "paper_table": "table1", "methods": ["metacal", "mdkl", "np", "gp"]},
-                        summary, runs, reference, relations)
+    table = build_table(
+        {"id": "te", "metric": "te", "paper_table": "table1", "methods": ["metacal", "mdkl", "np", "gp"]},
+        summary,
+        runs,
+        reference,
+        relations,
+    )
     means = {m: v.mean() for m, v in values.items()}
     best = min(means, key=means.get)
-    expected = {best} | {m for m, v in values.items() if m != best and brute_force_paired_p(v, values[best]) >= 0.05}
+    expected = {best} | {
+        m for m, v in values.items() if m != best and brute_force_paired_p(v, values[best]) >= 0.05
+    }
     got = {m for (metric, m), cell in table.rows[0].cells.items() if cell.bold}
     assert got == expected
     assert "np" not in got and "gp" not in got  # the test can tell these apart from the best
     cell = table.rows[0].cells[("te", "metacal")]
     assert cell.mean == pytest.approx(values["metacal"].mean())
     assert cell.std == pytest.approx(values["metacal"].std(ddof=1))
-    # stand-in: the paper's AHM value sits beside ours, labelled not comparable, and the table names both datasets
+    # stand-in: the paper's AHM value sits beside ours, labelled not comparable, and the table
+    # names both datasets
     assert cell.paper["mean"] == 0.167 and cell.verdict == "stand-in"
     md, page = to_markdown(table), to_html(table)
     for text in (md, page):
@@ -86,11 +99,16 @@ def test_same_dataset_spread_verdict_and_markdown(tmp_path):
     reference = load_reference(REFERENCE_DIR, "rio")
     relations = {"concrete": relate_dataset("concrete", REGISTRY, reference)}
     assert relations["concrete"].kind == "same" and relations["concrete"].paper == "CCS"
-    table = build_table({"id": "rmse", "metric": "rmse", "paper_table": "table1", "methods": ["nn", "rio", "svgp"]},
-                        load_summary(results, "rio"), load_runs(results, "rio"), reference, relations)
+    table = build_table(
+        {"id": "rmse", "metric": "rmse", "paper_table": "table1", "methods": ["nn", "rio", "svgp"]},
+        load_summary(results, "rio"),
+        load_runs(results, "rio"),
+        reference,
+        relations,
+    )
     cells = table.rows[0].cells
-    assert cells[("rmse", "rio")].verdict == "within"      # |6.21 − 5.97| = 0.24 ≤ 0.48
-    assert cells[("rmse", "svgp")].verdict == "outside"    # |8.01 − 6.87| = 1.14 > 0.39
+    assert cells[("rmse", "rio")].verdict == "within"  # |6.21 − 5.97| = 0.24 ≤ 0.48
+    assert cells[("rmse", "svgp")].verdict == "outside"  # |8.01 − 6.87| = 1.14 > 0.39
     assert table.not_run == ["nn"]
     md = to_markdown(table, reference.method_names)
     lines = [line for line in md.splitlines() if line.startswith("| concrete")]
@@ -103,14 +121,32 @@ def test_same_dataset_spread_verdict_and_markdown(tmp_path):
 
 
 def test_relate_dataset_rules():
-    ref = Reference(family="x", tables={"t": {"id": "t", "records": [
-        {"dataset": "SC", "setting": "s", "method": "m", "metric": "r", "mean": 1.0},
-        {"dataset": "Omniglot->EMNIST", "setting": "s", "method": "m", "metric": "r", "mean": 1.0}]}},
-        dataset_aliases={"SC": ["superconduct"]})
-    registry = {"a": {"stands_in_for": "a large set (protein / SC scale)"}, "b": {"stands_in_for": "scale only"},
-                "c": {"stands_in_for": "Omniglot -> EMNIST cross-domain"}}
+    ref = Reference(
+        family="x",
+        tables={
+            "t": {
+                "id": "t",
+                "records": [
+                    {"dataset": "SC", "setting": "s", "method": "m", "metric": "r", "mean": 1.0},
+                    {
+                        "dataset": "Omniglot->EMNIST",
+                        "setting": "s",
+                        "method": "m",
+                        "metric": "r",
+                        "mean": 1.0,
+                    },
+                ],
+            }
+        },
+        dataset_aliases={"SC": ["superconduct"]},
+    )
+    registry = {
+        "a": {"stands_in_for": "a large set (protein / SC scale)"},
+        "b": {"stands_in_for": "scale only"},
+        "c": {"stands_in_for": "Omniglot -> EMNIST cross-domain"},
+    }
     assert relate_dataset("a", registry, ref).paper == "SC"
-    assert relate_dataset("b", registry, ref).paper is None       # 'scale' does not mention 'SC'
+    assert relate_dataset("b", registry, ref).paper is None  # 'scale' does not mention 'SC'
     assert relate_dataset("c", registry, ref).paper == "Omniglot->EMNIST"
     assert relate_dataset("superconduct", {}, ref).kind == "same"
     assert relate_dataset("unknown", {}, ref).kind == "none"
@@ -123,8 +159,20 @@ def test_reference_files_have_all_five_papers_with_table_numbers():
         for table in ref.tables.values():
             assert table["table"].startswith("Table ") and table["caption"]
     # spot checks against IMPLEMENTATION-NOTES.md's quoted values
-    assert load_reference(REFERENCE_DIR, "rio").value("table1", "CCS", "holdout", "rio", "nlpd")["mean"] == 3.241
+    assert (
+        load_reference(REFERENCE_DIR, "rio").value("table1", "CCS", "holdout", "rio", "nlpd")["mean"] == 3.241
+    )
     qr = load_reference(REFERENCE_DIR, "qr")
     assert qr.value("table2", "Boston Housing", "cv5", "de_qr", "ce")["mean"] == 25.25
-    assert load_reference(REFERENCE_DIR, "fewshot").value("table2", "Omniglot->EMNIST", "5w5s", "md", "mce")["mean"] == 0.025
-    assert load_reference(REFERENCE_DIR, "metareg").value("table6", "AHM", "ns20", "metacal", "train_seconds")["mean"] == 588.745
+    assert (
+        load_reference(REFERENCE_DIR, "fewshot").value("table2", "Omniglot->EMNIST", "5w5s", "md", "mce")[
+            "mean"
+        ]
+        == 0.025
+    )
+    assert (
+        load_reference(REFERENCE_DIR, "metareg").value("table6", "AHM", "ns20", "metacal", "train_seconds")[
+            "mean"
+        ]
+        == 588.745
+    )

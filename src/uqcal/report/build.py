@@ -4,7 +4,6 @@ numbers, figures and provenance), Markdown tables, SVG/PNG figures, and DVC metr
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from dataclasses import dataclass
 from html import escape
@@ -17,7 +16,7 @@ import yaml
 from uqcal.io import write_json, write_text
 from uqcal.report import html as H
 from uqcal.report.claims import ClaimContext, ClaimResult, evaluate_claims
-from uqcal.report.figures import FigureContext, Rendered, Skipped, build_figure, pit_values
+from uqcal.report.figures import FigureContext, build_figure, pit_values
 from uqcal.report.provenance import Provenance, collect
 from uqcal.report.reference import DatasetRelation, Reference, load_reference, relate_dataset
 from uqcal.report.results import load_predictions, load_runs, load_summary
@@ -38,7 +37,9 @@ def load_spec(family: str, spec_dir: Path | None = None) -> dict:
     spec = yaml.safe_load(text) or {}
     unknown = set(spec) - SPEC_KEYS
     if unknown:
-        raise ValueError(f"report spec '{family}': unknown keys {sorted(unknown)}; allowed {sorted(SPEC_KEYS)}")
+        raise ValueError(
+            f"report spec '{family}': unknown keys {sorted(unknown)}; allowed {sorted(SPEC_KEYS)}"
+        )
     for section in ("tables", "claims", "figures"):
         ids = [entry.get("id") for entry in spec.get(section) or []]
         if None in ids or len(ids) != len(set(ids)):
@@ -68,6 +69,7 @@ class FamilyReport:
     figures: list
     datasets: list[str]
     n_runs: int
+    reference: Reference
 
 
 def _metrics_json(summary: pd.DataFrame) -> dict:
@@ -76,13 +78,15 @@ def _metrics_json(summary: pd.DataFrame) -> dict:
     for rec in summary.itertuples(index=False):
         if pd.isna(rec.mean):
             continue
-        out.setdefault(rec.dataset, {}).setdefault(str(rec.setting), {}).setdefault(rec.method, {})[rec.metric] = \
-            round(float(rec.mean), 6)
+        out.setdefault(rec.dataset, {}).setdefault(str(rec.setting), {}).setdefault(rec.method, {})[
+            rec.metric
+        ] = round(float(rec.mean), 6)
     return out
 
 
 def _dvc_plot_data(family: str, spec: dict, results_dir: Path, out_dir: Path) -> list[Path]:
-    """Per-series CSVs under ``reports/<family>/plots/<plot>/`` for ``dvc plots show`` (see dvc_plots in spec)."""
+    """Per-series CSVs under ``reports/<family>/plots/<plot>/`` for ``dvc plots show`` (see dvc_plots
+    in spec)."""
     written = []
     for plot in spec.get("dvc_plots") or []:
         root = Path(results_dir) / family
@@ -108,8 +112,15 @@ def _dvc_plot_data(family: str, spec: dict, results_dir: Path, out_dir: Path) ->
     return written
 
 
-def build_family(family: str, spec: dict, config: dict, registry: dict, results_dir: Path, out_dir: Path,
-                 reference_dir: Path) -> FamilyReport:
+def build_family(
+    family: str,
+    spec: dict,
+    config: dict,
+    registry: dict,
+    results_dir: Path,
+    out_dir: Path,
+    reference_dir: Path,
+) -> FamilyReport:
     fam_out = out_dir / family
     runs = load_runs(results_dir, family)
     summary = load_summary(results_dir, family, runs)
@@ -133,11 +144,22 @@ def build_family(family: str, spec: dict, config: dict, registry: dict, results_
     for fig_spec in spec.get("figures") or []:
         figures.extend(build_figure(fig_spec, fig_ctx))
     write_json(fam_out / "metrics.json", _metrics_json(summary))
-    write_json(fam_out / "claims.json", [{"id": c.id, "text": c.text, "verdict": c.verdict, "summary": c.summary,
-                                          "evidence": [list(e) for e in c.evidence]} for c in claims])
+    write_json(
+        fam_out / "claims.json",
+        [
+            {
+                "id": c.id,
+                "text": c.text,
+                "verdict": c.verdict,
+                "summary": c.summary,
+                "evidence": [list(e) for e in c.evidence],
+            }
+            for c in claims
+        ],
+    )
     _dvc_plot_data(family, spec, results_dir, fam_out)
     n_runs = int(runs.groupby(["dataset", "setting", "method", "seed"]).ngroups) if not runs.empty else 0
-    return FamilyReport(family, spec, summary, claims, tables, figures, datasets, n_runs)
+    return FamilyReport(family, spec, summary, claims, tables, figures, datasets, n_runs, reference)
 
 
 def _nav(prefix: str, families) -> list[tuple[str, str]]:
@@ -148,25 +170,31 @@ def family_page(rep: FamilyReport, prov: Provenance, reference: Reference, famil
     spec = rep.spec
     body = [f"<p><b>Paper:</b> {escape(spec.get('paper', reference.paper))}</p>"]
     if rep.summary.empty:
-        body.append('<p class="notrun"><b>This family was not run</b>: no results/'
-                    f"{escape(rep.family)}/summary.csv and no per-run metrics.json. Claims below are "
-                    "marked 'not run'; the paper's numbers are shown for reference.</p>")
+        body.append(
+            '<p class="notrun"><b>This family was not run</b>: no results/'
+            f"{escape(rep.family)}/summary.csv and no per-run metrics.json. Claims below are "
+            "marked 'not run'; the paper's numbers are shown for reference.</p>"
+        )
     else:
         body.append(f"<p>{rep.n_runs} runs on datasets: {escape(', '.join(rep.datasets))}.</p>")
     body.append(f"<h2>Claims checklist ({escape(H.claims_count(rep.claims))})</h2>")
     body.append(H.claims_html(rep.claims))
     body.append("<h2>Tables</h2>")
     for table in rep.tables:
-        links = f'<p><small>Markdown: <a href="tables/{escape(table.id)}.md">tables/{escape(table.id)}.md</a></small></p>'
-        body.append(f'<div class="scroll">{to_html(table, {**reference.method_names, **(spec.get("method_names") or {})})}'
-                    f"</div>{links}")
+        links = f'<p><small>Markdown: <a href="tables/{escape(table.id)}.md">tables/{escape(table.id)}.md</a></small></p>'  # noqa: E501
+        body.append(
+            f'<div class="scroll">{to_html(table, {**reference.method_names, **(spec.get("method_names") or {})})}'  # noqa: E501
+            f"</div>{links}"
+        )
     body.append("<h2>Figures</h2>")
     body.append(H.figures_html(rep.figures))
     body.append("<h2>Provenance</h2>")
     body.append(H.provenance_html(prov, rep.family, rep.datasets))
-    body.append(f'<p><small>Machine-readable: <a href="metrics.json">metrics.json</a>, '
-                f'<a href="claims.json">claims.json</a>. Published numbers: '
-                f"<code>{escape(str(reference.path) if reference.path else 'none')}</code>.</small></p>")
+    body.append(
+        f'<p><small>Machine-readable: <a href="metrics.json">metrics.json</a>, '
+        f'<a href="claims.json">claims.json</a>. Published numbers: '
+        f"<code>{escape(str(reference.path) if reference.path else 'none')}</code>.</small></p>"
+    )
     return H.page(spec.get("title", rep.family), "\n".join(body), _nav("../", families))
 
 
@@ -174,20 +202,35 @@ def index_page(reports: list[FamilyReport], prov: Provenance, title: str) -> str
     rows = []
     for rep in reports:
         status = "not run" if rep.summary.empty else f"{rep.n_runs} runs; datasets {', '.join(rep.datasets)}"
-        rows.append(f'<tr><td style="text-align:left"><a href="{rep.family}/index.html">{escape(rep.family)}</a></td>'
-                    f'<td style="text-align:left;white-space:normal">{escape(rep.spec.get("paper", ""))}</td>'
-                    f'<td style="text-align:left;white-space:normal">{escape(status)}</td>'
-                    f'<td style="text-align:left">{escape(H.claims_count(rep.claims))}</td></tr>')
-    body = ["<p>What was reproduced, how close it came, and on what data: one page per paper. Each page "
-            "starts with the paper's headline claims checked on our results.</p>",
-            "<table><thead><tr><th>family</th><th>paper</th><th>runs</th><th>claims</th></tr></thead><tbody>",
-            *rows, "</tbody></table>", "<h2>Provenance</h2>", H.provenance_html(prov)]
+        rows.append(
+            f'<tr><td style="text-align:left"><a href="{rep.family}/index.html">{escape(rep.family)}</a></td>'
+            f'<td style="text-align:left;white-space:normal">{escape(rep.spec.get("paper", ""))}</td>'
+            f'<td style="text-align:left;white-space:normal">{escape(status)}</td>'
+            f'<td style="text-align:left">{escape(H.claims_count(rep.claims))}</td></tr>'
+        )
+    body = [
+        "<p>What was reproduced, how close it came, and on what data: one page per paper. Each page "
+        "starts with the paper's headline claims checked on our results.</p>",
+        "<table><thead><tr><th>family</th><th>paper</th><th>runs</th><th>claims</th></tr></thead><tbody>",
+        *rows,
+        "</tbody></table>",
+        "<h2>Provenance</h2>",
+        H.provenance_html(prov),
+    ]
     return H.page(title, "\n".join(body), _nav("", [r.family for r in reports]))
 
 
-def build_reports(config: dict, config_path: str, results_dir: Path, out_dir: Path, data_dir: Path,
-                  logs_dir: Path, reference_dir: Path | None = None, families: list[str] | None = None,
-                  spec_dir: Path | None = None) -> Path:
+def build_reports(
+    config: dict,
+    config_path: str,
+    results_dir: Path,
+    out_dir: Path,
+    data_dir: Path,
+    logs_dir: Path,
+    reference_dir: Path | None = None,
+    families: list[str] | None = None,
+    spec_dir: Path | None = None,
+) -> Path:
     """Write ``out_dir/index.html`` and ``out_dir/<family>/...``; return the index path."""
     results_dir, out_dir, data_dir, logs_dir = map(Path, (results_dir, out_dir, data_dir, logs_dir))
     base = Path.cwd()
@@ -205,14 +248,14 @@ def build_reports(config: dict, config_path: str, results_dir: Path, out_dir: Pa
         spec = load_spec(family, spec_dir)
         log.info("report: building %s", family)
         rep = build_family(family, spec, config, registry, results_dir, out_dir, Path(reference_dir))
-        reference = load_reference(Path(reference_dir), spec.get("reference", family))
-        write_text(out_dir / family / "index.html", family_page(rep, prov, reference, families))
+        write_text(out_dir / family / "index.html", family_page(rep, prov, rep.reference, families))
         reports.append(rep)
     title = (config.get("report") or {}).get("title", "uqcal reports")
     index = out_dir / "index.html"
     write_text(index, index_page(reports, prov, title))
-    write_json(out_dir / "claims_summary.json",
-               {r.family: {c.id: c.verdict for c in r.claims} for r in reports})
+    write_json(
+        out_dir / "claims_summary.json", {r.family: {c.id: c.verdict for c in r.claims} for r in reports}
+    )
     return index
 
 
@@ -230,8 +273,15 @@ def add_report_subparser(subparsers) -> argparse.ArgumentParser:
 
 def main_report(args) -> int:
     config = yaml.safe_load(Path(args.configfile).read_text()) or {}
-    index = build_reports(config, args.configfile, Path(args.results), Path(args.out), Path(args.data),
-                          Path(args.logs), families=args.families)
+    index = build_reports(
+        config,
+        args.configfile,
+        Path(args.results),
+        Path(args.out),
+        Path(args.data),
+        Path(args.logs),
+        families=args.families,
+    )
     print(index)
     return 0
 

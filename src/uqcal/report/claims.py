@@ -58,8 +58,9 @@ def _means(ctx: ClaimContext, check: dict, metric: str) -> pd.DataFrame:
     frame = _filter(ctx.summary[ctx.summary["metric"] == metric], check)
     if frame.empty:
         return pd.DataFrame()
-    return frame.pivot_table(index=["dataset", "setting"], columns="method", values="mean",
-                             aggfunc="first", sort=False)
+    return frame.pivot_table(
+        index=["dataset", "setting"], columns="method", values="mean", aggfunc="first", sort=False
+    )
 
 
 def _scope_verdict(oks: list[bool], scope) -> bool:
@@ -75,7 +76,9 @@ def _scope_verdict(oks: list[bool], scope) -> bool:
 def _finish(claim: dict, evidence: list[tuple[str, str, bool]], total_rows: int, what: str) -> ClaimResult:
     check = claim["check"]
     if not evidence:
-        return ClaimResult(claim["id"], claim["text"], NOT_RUN, f"not run: {what}", [], claim.get("source", ""))
+        return ClaimResult(
+            claim["id"], claim["text"], NOT_RUN, f"not run: {what}", [], claim.get("source", "")
+        )
     oks = [ok for _, _, ok in evidence]
     verdict = HELD if _scope_verdict(oks, check.get("scope")) else NOT_HELD
     summary = f"{sum(oks)} of {len(oks)} rows hold"
@@ -95,7 +98,9 @@ def _compare(claim: dict, ctx: ClaimContext, greater: bool) -> ClaimResult:
             continue
         ok = bool(va > vb) if greater else bool(va < vb)
         sign = ">" if greater else "<"
-        evidence.append((f"{dataset} / {setting}", f"{metric}({a}) = {fmt(va)} {sign} {metric}({b}) = {fmt(vb)}?", ok))
+        evidence.append(
+            (f"{dataset} / {setting}", f"{metric}({a}) = {fmt(va)} {sign} {metric}({b}) = {fmt(vb)}?", ok)
+        )
     return _finish(claim, evidence, len(wide), f"no row has both {a} and {b} for {metric}")
 
 
@@ -125,7 +130,10 @@ def check_best(claim: dict, ctx: ClaimContext) -> ClaimResult:
         detail = f"{method}: {fmt(values[method])}; best {best}: {fmt(values[best])}"
         if not ok and ties == "significance" and not runs.empty:
             sel = runs[(runs["dataset"] == dataset) & (runs["setting"] == setting)]
-            per_seed = {m: dict(zip(g["seed"].astype(int), g["value"])) for m, g in sel.groupby("method")}
+            per_seed = {
+                m: dict(zip(g["seed"].astype(int), g["value"], strict=False))
+                for m, g in sel.groupby("method")
+            }
             _, marked = not_worse_than_best(per_seed, lower, check.get("test", "ttest"))
             ok = method in marked
             detail += " (tied by paired test)" if ok else " (significantly worse)"
@@ -151,11 +159,19 @@ def check_within_paper_spread(claim: dict, ctx: ClaimContext) -> ClaimResult:
             continue
         total += 1
         verdict = spread_verdict(float(rec.mean), paper, relation)
-        evidence.append((f"{rec.dataset} / {rec.setting} / {rec.method}",
-                         f"ours {fmt(rec.mean)} vs paper {fmt(paper['mean'])} ± {fmt(paper['std'])} ({verdict})",
-                         verdict == "within"))
-    return _finish(claim, evidence, total, f"no run of {methods or 'any method'} on a paper dataset "
-                   f"with a published spread for {metric}")
+        evidence.append(
+            (
+                f"{rec.dataset} / {rec.setting} / {rec.method}",
+                f"ours {fmt(rec.mean)} vs paper {fmt(paper['mean'])} ± {fmt(paper['std'])} ({verdict})",
+                verdict == "within",
+            )
+        )
+    return _finish(
+        claim,
+        evidence,
+        total,
+        f"no run of {methods or 'any method'} on a paper dataset with a published spread for {metric}",
+    )
 
 
 def check_monotone(claim: dict, ctx: ClaimContext) -> ClaimResult:
@@ -168,7 +184,7 @@ def check_monotone(claim: dict, ctx: ClaimContext) -> ClaimResult:
         frame = frame[frame["dataset"].isin(check["datasets"])]
     evidence = []
     for dataset, group in frame.groupby("dataset", sort=False):
-        by_setting = dict(zip(group["setting"].astype(str), group["mean"]))
+        by_setting = dict(zip(group["setting"].astype(str), group["mean"], strict=False))
         seq = [by_setting[s] for s in order if s in by_setting]
         if len(seq) < 2:
             continue
@@ -187,14 +203,24 @@ def check_spearman(claim: dict, ctx: ClaimContext) -> ClaimResult:
     wx, wy = _means(ctx, check, x_metric), _means(ctx, check, y_metric)
     evidence = []
     for key in wx.index.intersection(wy.index):
-        methods = [m for m in (check.get("methods") or wx.columns)
-                   if m in wx.columns and m in wy.columns and not pd.isna(wx.loc[key, m]) and not pd.isna(wy.loc[key, m])]
+        methods = [
+            m
+            for m in (check.get("methods") or wx.columns)
+            if m in wx.columns
+            and m in wy.columns
+            and not pd.isna(wx.loc[key, m])
+            and not pd.isna(wy.loc[key, m])
+        ]
         if len(methods) < 3:
             continue
         rho, p = stats.spearmanr([wx.loc[key, m] for m in methods], [wy.loc[key, m] for m in methods])
         ok = bool(rho > min_rho and p < max_p)
-        evidence.append((f"{key[0]} / {key[1]}", f"rho = {fmt(rho)}, p = {fmt(p)} over {len(methods)} methods", ok))
-    return _finish(claim, evidence, len(wx.index), f"fewer than 3 methods with both {x_metric} and {y_metric}")
+        evidence.append(
+            (f"{key[0]} / {key[1]}", f"rho = {fmt(rho)}, p = {fmt(p)} over {len(methods)} methods", ok)
+        )
+    return _finish(
+        claim, evidence, len(wx.index), f"fewer than 3 methods with both {x_metric} and {y_metric}"
+    )
 
 
 def check_fewer_steps(claim: dict, ctx: ClaimContext) -> ClaimResult:
@@ -206,25 +232,36 @@ def check_fewer_steps(claim: dict, ctx: ClaimContext) -> ClaimResult:
     keys = _filter(ctx.summary, check)[["dataset", "setting"]].drop_duplicates()
     if keys.empty and ctx.results_dir is not None:
         root = Path(ctx.results_dir) / ctx.family
-        keys = pd.DataFrame([(p.parent.name, p.name) for p in root.glob("*/*") if p.is_dir()],
-                            columns=["dataset", "setting"])
+        keys = pd.DataFrame(
+            [(p.parent.name, p.name) for p in root.glob("*/*") if p.is_dir()], columns=["dataset", "setting"]
+        )
     evidence = []
     for dataset, setting in keys.itertuples(index=False):
         curves = {}
         for method in (a, b):
-            frame = load_predictions(ctx.results_dir, ctx.family, dataset, str(setting), method, filename) \
-                if ctx.results_dir is not None else None
+            frame = (
+                load_predictions(ctx.results_dir, ctx.family, dataset, str(setting), method, filename)
+                if ctx.results_dir is not None
+                else None
+            )
             if frame is None or column not in frame or x_col not in frame:
                 break
             curves[method] = frame.groupby(x_col)[column].mean().sort_index()
         if len(curves) < 2:
             continue
         target = curves[b].iloc[-1]
-        reach = {m: next((int(x) for x, v in c.items() if v <= target + 1e-12), None) for m, c in curves.items()}
+        reach = {
+            m: next((int(x) for x, v in c.items() if v <= target + 1e-12), None) for m, c in curves.items()
+        }
         ok = reach[a] is not None and reach[b] is not None and reach[a] < reach[b]
-        evidence.append((f"{dataset} / {setting}",
-                         f"target = {b}'s final mean {column} {fmt(target)}; reached at {x_col} "
-                         f"{reach[a]} by {a}, {reach[b]} by {b}", bool(ok)))
+        evidence.append(
+            (
+                f"{dataset} / {setting}",
+                f"target = {b}'s final mean {column} {fmt(target)}; reached at {x_col} "
+                f"{reach[a]} by {a}, {reach[b]} by {b}",
+                bool(ok),
+            )
+        )
     return _finish(claim, evidence, len(keys), f"no per-run {filename} curves for both {a} and {b}")
 
 

@@ -6,15 +6,30 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
 import pandas as pd
 
-PACKAGES = ("uqcal", "torch", "gpytorch", "botorch", "numpy", "scipy", "pandas", "scikit-learn", "matplotlib",
-            "seaborn", "snakemake", "dvc", "pyarrow")
+PACKAGES = (
+    "uqcal",
+    "torch",
+    "gpytorch",
+    "botorch",
+    "numpy",
+    "scipy",
+    "pandas",
+    "scikit-learn",
+    "matplotlib",
+    "seaborn",
+    "snakemake",
+    "dvc",
+    "pyarrow",
+)
 
 
 @dataclass
@@ -38,10 +53,17 @@ def file_sha256(path: str | Path) -> str:
 def git_state(repo: Path) -> tuple[str, bool | None]:
     """(commit, dirty) of the repository holding ``repo``; ('unknown', None) outside git."""
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
-                                check=True, timeout=20).stdout.strip()
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
-                                capture_output=True, text=True, check=True, timeout=20).stdout
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True, timeout=20
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=20,
+        ).stdout
         return commit, bool(status.strip())
     except (OSError, subprocess.SubprocessError):
         return "unknown", None
@@ -67,14 +89,27 @@ def cpu_model() -> str:
 
 
 def device_description() -> str:
-    """GPU name when CUDA is available, else the CPU model."""
-    try:
-        import torch
-
+    """GPU name when CUDA is available, else the CPU model (without importing torch just for this)."""
+    if "torch" in sys.modules:
+        torch = sys.modules["torch"]
         if torch.cuda.is_available():
             return f"GPU: {torch.cuda.get_device_name(0)} (CPU: {cpu_model()})"
-    except ImportError:
-        pass
+    elif shutil.which("nvidia-smi"):
+        try:
+            names = (
+                subprocess.run(
+                    ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                    capture_output=True,
+                    text=True,
+                    timeout=20,
+                )
+                .stdout.strip()
+                .splitlines()
+            )
+        except (OSError, subprocess.SubprocessError):
+            names = []
+        if names:
+            return f"GPU: {names[0]} (CPU: {cpu_model()})"
     return f"CPU: {cpu_model()}"
 
 
@@ -90,10 +125,16 @@ def read_benchmarks(logs_dir: Path) -> pd.DataFrame:
         if "s" not in frame.columns or frame.empty:
             continue
         rel = path.relative_to(root)
-        rows.append({"rule": rel.parts[0], "job": str(rel.with_suffix(""))[len(rel.parts[0]) + 1:] or rel.stem,
-                     "seconds": float(frame["s"].mean()),
-                     "max_rss_mb": float(pd.to_numeric(frame.get("max_rss", pd.Series([float("nan")])),
-                                                       errors="coerce").mean())})
+        rows.append(
+            {
+                "rule": rel.parts[0],
+                "job": str(rel.with_suffix(""))[len(rel.parts[0]) + 1 :] or rel.stem,
+                "seconds": float(frame["s"].mean()),
+                "max_rss_mb": float(
+                    pd.to_numeric(frame.get("max_rss", pd.Series([float("nan")])), errors="coerce").mean()
+                ),
+            }
+        )
     return pd.DataFrame(rows, columns=["rule", "job", "seconds", "max_rss_mb"])
 
 
@@ -113,7 +154,14 @@ def read_dataset_records(data_dir: Path, names: list[str] | None = None) -> dict
 
 def collect(config_path: str | Path, repo: Path, logs_dir: Path, data_dir: Path) -> Provenance:
     commit, dirty = git_state(Path(repo))
-    return Provenance(config_path=str(config_path), config_sha256=file_sha256(config_path), git_commit=commit,
-                      git_dirty=dirty, packages=package_versions(), device=device_description(),
-                      python=platform.python_version(), benchmarks=read_benchmarks(logs_dir),
-                      datasets=read_dataset_records(data_dir))
+    return Provenance(
+        config_path=str(config_path),
+        config_sha256=file_sha256(config_path),
+        git_commit=commit,
+        git_dirty=dirty,
+        packages=package_versions(),
+        device=device_description(),
+        python=platform.python_version(),
+        benchmarks=read_benchmarks(logs_dir),
+        datasets=read_dataset_records(data_dir),
+    )

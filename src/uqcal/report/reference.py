@@ -26,7 +26,11 @@ class Reference:
             return None
         for record in table["records"]:
             if (record["dataset"], str(record["setting"]), record["method"], record["metric"]) == (
-                    dataset, setting, method, metric):
+                dataset,
+                setting,
+                method,
+                metric,
+            ):
                 return record
         return None
 
@@ -46,7 +50,8 @@ def load_reference(reference_dir: Path, family: str) -> Reference:
     path = Path(reference_dir) / f"{family}.yaml"
     if not path.exists():
         return Reference(family=family)
-    data = yaml.safe_load(path.read_text()) or {}
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the reference files are long
+    data = yaml.load(path.read_text(), Loader=loader) or {}
     tables = {}
     for index, table in enumerate(data.get("tables") or []):
         for key in ("id", "table", "caption", "records"):
@@ -58,9 +63,16 @@ def load_reference(reference_dir: Path, family: str) -> Reference:
                 raise ValueError(f"{path}: tables[{index}].records[{j}] lacks {sorted(missing)}")
             record["setting"] = str(record["setting"])
         tables[table["id"]] = table
-    return Reference(family=family, paper=data.get("paper", ""), source=data.get("source", ""),
-                     spread=data.get("spread", ""), method_names=data.get("method_names") or {},
-                     tables=tables, dataset_aliases=data.get("dataset_aliases") or {}, path=path)
+    return Reference(
+        family=family,
+        paper=data.get("paper", ""),
+        source=data.get("source", ""),
+        spread=data.get("spread", ""),
+        method_names=data.get("method_names") or {},
+        tables=tables,
+        dataset_aliases=data.get("dataset_aliases") or {},
+        path=path,
+    )
 
 
 def _mentions(text: str, name: str) -> bool:
@@ -83,13 +95,17 @@ class DatasetRelation:
         if self.kind == "same":
             return f"{self.ours} (= paper's {self.paper})"
         if self.kind == "stand_in":
-            return f"{self.ours} (stand-in for paper's {self.paper})" if self.paper else \
-                f"{self.ours} (stand-in for {self.note})"
+            return (
+                f"{self.ours} (stand-in for paper's {self.paper})"
+                if self.paper
+                else f"{self.ours} (stand-in for {self.note})"
+            )
         return self.ours
 
 
-def relate_dataset(dataset: str, registry: dict, reference: Reference,
-                   candidates: list[str] | None = None) -> DatasetRelation:
+def relate_dataset(
+    dataset: str, registry: dict, reference: Reference, candidates: list[str] | None = None
+) -> DatasetRelation:
     """Match our dataset to a paper dataset via the reference's aliases, the registry's ``paper_dataset``
     (same data) or ``stands_in_for`` (different data). The first paper dataset mentioned wins."""
     names = candidates if candidates is not None else reference.paper_datasets()
@@ -102,8 +118,11 @@ def relate_dataset(dataset: str, registry: dict, reference: Reference,
     for text, kind in ((same_text, "same"), (stand_text, "stand_in")):
         if not text:
             continue
-        hits = sorted((m.start(), name) for name in names
-                      if (m := re.search(re.escape(name.split("->")[0]), text, re.I)) and _mentions(text, name))
+        hits = sorted(
+            (m.start(), name)
+            for name in names
+            if (m := re.search(re.escape(name.split("->")[0]), text, re.I)) and _mentions(text, name)
+        )
         if hits:
             return DatasetRelation(dataset, hits[0][1], kind, text)
     if stand_text:

@@ -63,8 +63,14 @@ def load_summary(results_dir: Path, family: str, runs: pd.DataFrame | None = Non
     return summarise_runs(load_runs(results_dir, family) if runs is None else runs)
 
 
-def load_predictions(results_dir: Path, family: str, dataset: str, setting: str, method: str,
-                     filename: str = "predictions.parquet") -> pd.DataFrame | None:
+def load_predictions(
+    results_dir: Path,
+    family: str,
+    dataset: str,
+    setting: str,
+    method: str,
+    filename: str = "predictions.parquet",
+) -> pd.DataFrame | None:
     """All seeds' rows of one per-run file, with a ``seed`` column; None when no run has the file."""
     root = Path(results_dir) / family / dataset / setting / method
     frames = []
