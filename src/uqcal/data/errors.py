@@ -1,7 +1,5 @@
-"""User-facing data-layer errors."""
-
-from __future__ import annotations
+"""User-facing data errors."""
 
 
 class DataSourceError(RuntimeError):
-    """A dataset could not be obtained or read; the message says what to do about it."""
+    """A dataset could not be obtained; the message says which, from where, and how to fix it."""
