@@ -8,6 +8,8 @@
 - ``parquet``, ``arff`` (``scipy.io.arff``, e.g. OpenML downloads);
 - ``omniglot``: a zip of ``<alphabet>/<character>/<drawing>.png`` folders (Lake et al.'s
   ``images_background.zip``), resized to ``image_size`` square and stored as ``px*`` uint8 columns;
+- ``image_folders``: a zip/tar of ``.../<class>/<image>`` files (``member`` is a glob such as
+  ``CUB_200_2011/images/*/*.jpg``), resized to ``image_size`` square, grey (``mode: L``) or ``RGB``;
 - ``idx``: EMNIST/MNIST IDX image + label files (``member`` names the images, ``labels_member`` the labels).
 
 Archives are recognised by their content, not their name: a zip, tar or gzip file is opened and
@@ -31,7 +33,7 @@ import pandas as pd
 from uqcal.data.errors import DataSourceError
 
 TABLE_FORMATS = ("csv", "whitespace", "excel", "parquet", "arff")
-IMAGE_FORMATS = ("omniglot", "idx")
+IMAGE_FORMATS = ("omniglot", "idx", "image_folders")
 ARCHIVE_PREFIXES = ("zip", "tar", "gzip", "gz", "tgz")
 
 
@@ -119,6 +121,8 @@ def read_table(path: str | Path, *, format: str = "csv", member: str | None = No
         return read_omniglot(path, **options)
     if fmt == "idx":
         return read_idx(path, member=member, **options)
+    if fmt == "image_folders":
+        return read_image_folders(path, member=member, **options)
     if options:
         raise DataSourceError(f"{path}: options {sorted(options)} only apply to image formats")
     data, name = read_member_bytes(path, member, fmt)
@@ -212,4 +216,41 @@ def read_idx(path: Path, *, member: str | None, labels_member: str | None = None
     names = [str((mapping or {}).get(int(k), int(k))) for k in labels]
     meta = pd.DataFrame({"label": names})
     px = pd.DataFrame(images.reshape(len(images), -1), columns=[f"px{i}" for i in range(image_size**2)])
+    return pd.concat([meta, px], axis=1)
+
+
+def _archive_entries(path: Path, pattern: str):
+    """Yield (name, bytes) of the archive's files matching the glob ``pattern``, in name order."""
+    kind = archive_kind(path)
+    if kind == "zip":
+        with zipfile.ZipFile(path) as archive:
+            for name in sorted(n for n in archive.namelist() if fnmatch.fnmatch(n, pattern)):
+                yield name, archive.read(name)
+    elif kind == "tar":
+        with tarfile.open(path) as archive:  # one sequential pass: fast on a .tgz
+            members = [m for m in archive if m.isfile() and fnmatch.fnmatch(m.name, pattern)]
+            for member in sorted(members, key=lambda m: m.name):
+                yield member.name, archive.extractfile(member).read()
+    else:
+        raise DataSourceError(f"{path}: image_folders needs a zip or tar archive")
+
+
+def read_image_folders(path: Path, *, member: str | None, image_size: int = 84, mode: str = "RGB",
+                       label_level: int = -2) -> pd.DataFrame:
+    """Label = the folder ``label_level`` steps up the path; pixels stored row-major as (H, W[, C])."""
+    from PIL import Image
+
+    if mode not in ("L", "RGB"):
+        raise DataSourceError(f"image_folders: mode must be 'L' or 'RGB', got {mode!r}")
+    pattern = member or "*"
+    labels, pixels = [], []
+    for name, data in _archive_entries(path, pattern):
+        with Image.open(io.BytesIO(data)) as image:
+            resized = image.convert(mode).resize((image_size, image_size), Image.Resampling.BILINEAR)
+            pixels.append(np.asarray(resized, dtype=np.uint8).reshape(-1))
+        labels.append(name.split("/")[label_level])
+    if not labels:
+        raise DataSourceError(f"{path}: no files match {pattern!r}")
+    meta = pd.DataFrame({"label": labels})
+    px = pd.DataFrame(np.stack(pixels), columns=[f"px{i}" for i in range(pixels[0].size)])
     return pd.concat([meta, px], axis=1)
