@@ -86,7 +86,8 @@ class EpisodeData:
             train_tasks = [train_tasks[i] for i in sorted(order[:max_train_tasks])]
         task_str = task.astype(str)
         rows = [np.flatnonzero(task_str == str(t)) for t in train_tasks]
-        too_small = [str(t) for t, r in zip(train_tasks, rows, strict=False) if len(r) < self.n_support + self.n_query]
+        needed = self.n_support + self.n_query
+        too_small = [str(t) for t, r in zip(train_tasks, rows, strict=True) if len(r) < needed]
         if too_small:
             raise ValueError(f"meta-training tasks with fewer than N_S + N_Q rows: {too_small[:5]}")
         train_rows = np.concatenate(rows)

@@ -1,4 +1,4 @@
-"""Meta-calibrated deep-kernel GP (Iwata & Kumagai, Sec. 4) and its GP relatives (MDKL, GP, Table 4 ablations).
+"""Meta-calibrated deep-kernel GP (Iwata & Kumagai, Sec. 4) and its GP relatives (MDKL, GP, ablations).
 
 One class covers all of them; the variants are parameter overrides registered in ``METHODS``:
 ``objective`` (calib: Eq. 11 | nll: expected test likelihood), ``calibration`` (gmm: Eq. 8 | emp: Eq. 2 |
