@@ -1,0 +1,24 @@
+# uqcal workflow: data -> splits -> train -> evaluate -> aggregate -> report.
+# Rules are thin: every step is a `uqcal` subcommand. See README.md and docs/ARCHITECTURE.md.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+# `configfile:` deep-merges with --configfile; load the default only when none is given, so that
+# `--configfile config/smoke.yaml` means exactly that file.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        expand("results/{family}/summary.csv", family=FAMILY_NAMES),
+        "reports/index.html",
+    default_target: True
