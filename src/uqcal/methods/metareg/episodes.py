@@ -235,7 +235,10 @@ class MetaRegMethod(Method):
         return {}
 
     def load(self, ctx: RunContext) -> EpisodeData:
-        table = ctx.load_data()
+        from uqcal.data import load_table
+
+        # ctx.load_data() needs the full config; the CLI's job carries the dataset spec instead.
+        table = load_table(ctx.dataset, spec=ctx.dataset_spec, raw_path=ctx.raw_path)
         if getattr(table, "task", None) is None:
             raise ValueError(f"dataset {ctx.dataset!r} has no task column; metareg needs multitask data")
         return EpisodeData(
