@@ -99,7 +99,7 @@ class QuantileHead:
     def summarise(self, raw, y):
         grid = self.grid.to(dtype=raw.dtype, device=raw.device)
         q = raw.sort(-1).values  # rearrangement: a monotone quantile function
-        q = q + 1e-6 * torch.arange(q.shape[-1], dtype=q.dtype, device=q.device)  # strictly increasing
+        q = q + 1e-8 * torch.arange(q.shape[-1], dtype=q.dtype, device=q.device)  # strictly increasing
         columns = {"mean": _interp(torch.full_like(y, 0.5), grid, q)}
         for level in QUANTILE_LEVELS:
             columns[f"q{level}"] = _interp(torch.full_like(y, level), grid, q)
