@@ -105,10 +105,9 @@ class QuantileHead:
             columns[f"q{level}"] = _interp(torch.full_like(y, level), grid, q)
         # CDF at y: piecewise linear between grid quantiles, exponential tails outside.
         p_lo, p_hi = grid[0], grid[-1]
-        left_scale = ((q[..., q.shape[-1] // 2] - q[..., 0]) / math.log(0.5 / float(p_lo))).clamp_min(1e-6)
-        right_scale = ((q[..., -1] - q[..., q.shape[-1] // 2]) / math.log(0.5 / (1 - float(p_hi)))).clamp_min(
-            1e-6
-        )
+        middle = q[..., q.shape[-1] // 2]
+        left_scale = ((middle - q[..., 0]) / math.log(0.5 / float(p_lo))).clamp_min(1e-3)
+        right_scale = ((q[..., -1] - middle) / math.log(0.5 / (1 - float(p_hi)))).clamp_min(1e-3)
         idx = torch.searchsorted(q.contiguous(), y.unsqueeze(-1).contiguous()).squeeze(-1)
         inner = idx.clamp(1, q.shape[-1] - 1)
         q0 = q.gather(-1, (inner - 1).unsqueeze(-1)).squeeze(-1)
@@ -118,13 +117,14 @@ class QuantileHead:
         pit = p0 + slope * (y - q0)
         logpdf = torch.log(slope)
         below, above = idx == 0, idx == q.shape[-1]
-        tail_lo = p_lo * torch.exp((y - q[..., 0]) / left_scale)
-        tail_hi = (1 - p_hi) * torch.exp(-(y - q[..., -1]) / right_scale)
-        pit = torch.where(below, tail_lo, torch.where(above, 1 - tail_hi, pit))
+        # log of the tail CDFs, written in log space so far tails stay finite
+        log_tail_lo = math.log(float(p_lo)) + (y - q[..., 0]) / left_scale
+        log_tail_hi = math.log(1 - float(p_hi)) - (y - q[..., -1]) / right_scale
+        pit = torch.where(below, log_tail_lo.exp(), torch.where(above, 1 - log_tail_hi.exp(), pit))
         logpdf = torch.where(
             below,
-            torch.log(tail_lo / left_scale),
-            torch.where(above, torch.log(tail_hi / right_scale), logpdf),
+            log_tail_lo - torch.log(left_scale),
+            torch.where(above, log_tail_hi - torch.log(right_scale), logpdf),
         )
         columns["pit"], columns["logpdf"] = pit.clamp(0, 1), logpdf
         columns["crps"] = 2.0 * (((y.unsqueeze(-1) <= q).to(q.dtype) - grid) * (q - y.unsqueeze(-1))).mean(-1)
