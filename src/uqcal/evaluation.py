@@ -65,6 +65,10 @@ def classification_metrics(pred: pd.DataFrame) -> dict[str, float]:
 
 
 def evaluate_predictions(family: str, pred: pd.DataFrame, ctx=None) -> dict[str, float]:
+    if family == "metareg" and "episode" in pred:
+        # Iwata & Kumagai evaluate on the query set of each meta-test episode; average per episode.
+        per_episode = pd.DataFrame([regression_metrics(g) for _, g in pred.groupby("episode", sort=True)])
+        return {k: float(v) for k, v in per_episode.mean().items()}
     if family in REGRESSION_FAMILIES:
         return regression_metrics(pred)
     if family == "fewshot":
