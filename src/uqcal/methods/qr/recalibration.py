@@ -67,7 +67,8 @@ class StandardisedRecalibration:
         self.slopes = np.diff(r) / np.diff(u)
         self.z = norm.ppf(u)  # -inf at u = 0, +inf at u = 1
         phi = _phi(self.z)
-        z_phi = np.where(np.isfinite(self.z), self.z * phi, 0.0)
+        finite_z = np.where(np.isfinite(self.z), self.z, 0.0)
+        z_phi = finite_z * phi  # z phi(z) -> 0 at z = +-inf
         self.mass = float(r[-1])
         self.delta = float(np.sum(self.slopes * np.diff(phi)))  # Claim 3: mean = mu - delta * sigma
         second_moment = float(np.sum(self.slopes * (np.diff(u) - np.diff(z_phi))))
@@ -98,17 +99,16 @@ class StandardisedRecalibration:
         first = np.concatenate([[True], np.diff(self.r) > 0])
         return norm.ppf(np.interp(q, self.r[first], self.u[first]))
 
-    def crps(self, z_obs: np.ndarray, grid_size: int = 4001, z_max: float = 10.0) -> np.ndarray:
-        """CRPS(G, z) = int (G(t) - 1{t >= z})^2 dt by the trapezoid rule on [-z_max, z_max]."""
+    def crps(self, z_obs: np.ndarray, grid_size: int = 20001, z_max: float = 12.0) -> np.ndarray:
+        """CRPS(G, z) = int_{-inf}^z G^2 dt + int_z^inf (1 - G)^2 dt, by cumulative trapezoid integrals."""
+        from scipy.integrate import cumulative_trapezoid
+
         z_obs = np.asarray(z_obs, float)
         grid = np.linspace(-z_max, z_max, grid_size)
         cdf = self.cdf(grid)
-        out = np.empty_like(z_obs)
-        for start in range(0, z_obs.size, 2048):
-            chunk = z_obs[start : start + 2048]
-            step = (grid[None, :] >= chunk[:, None]).astype(float)
-            out[start : start + 2048] = np.trapezoid((cdf[None, :] - step) ** 2, grid, axis=1)
-        return out
+        below = cumulative_trapezoid(cdf**2, grid, initial=0.0)
+        above = cumulative_trapezoid((1.0 - cdf) ** 2, grid, initial=0.0)
+        return np.interp(z_obs, grid, below) + above[-1] - np.interp(z_obs, grid, above)
 
 
 def _phi(z: np.ndarray) -> np.ndarray:
