@@ -28,7 +28,8 @@ def test_isotonic_map_is_monotone_and_interpolates_recalibration_points():
     np.testing.assert_allclose(recal.cdf(norm.ppf(c)), np.arange(1, c.size + 1) / c.size, atol=1e-12)
     u_fix, r_fix = isotonic_knots(pit, endpoint_fix=True)
     recal_fix = StandardisedRecalibration(u_fix, r_fix)
-    np.testing.assert_allclose(recal_fix.cdf(norm.ppf(c)), np.arange(1, c.size + 1) / (c.size + 1), atol=1e-12)
+    levels_fix = np.arange(1, c.size + 1) / (c.size + 1)
+    np.testing.assert_allclose(recal_fix.cdf(norm.ppf(c)), levels_fix, atol=1e-12)
     z = np.linspace(-6, 6, 2001)
     assert np.all(np.diff(recal.cdf(z)) >= 0)
 
@@ -43,8 +44,10 @@ def _numerical_moments(recal):
         mid = 0.5 * (lo + hi)
         for power in range(3):
             # evaluate inside the piece (the density is left/right continuous only there)
-            value, _ = quad(lambda z, p=power: z**p * recal.pdf(np.array([min(max(z, lo + 1e-12), hi - 1e-12)]))[0],
-                            lo, hi, points=[mid], limit=200)
+            def integrand(z, p=power, lo=lo, hi=hi):
+                return z**p * recal.pdf(np.array([min(max(z, lo + 1e-12), hi - 1e-12)]))[0]
+
+            value, _ = quad(integrand, lo, hi, points=[mid], limit=200)
             moments[power] += value
     mass, first, second = moments
     return mass, first / mass, np.sqrt(second / mass - (first / mass) ** 2)

@@ -33,7 +33,8 @@ for _base in ("dvi", "de"):
         if _value != _lam:
             METHODS[f"{_base}_qr_l{_value:g}"] = MethodEntry(_target, overrides={"lam": float(_value)})
     for _t in (2, 3, 4, 5):
-        METHODS[f"{_base}_qr_k{_t}"] = MethodEntry(_target, overrides={"lam": _lam, "k_multiplier": float(_t)})
+        METHODS[f"{_base}_qr_k{_t}"] = MethodEntry(
+            _target, overrides={"lam": _lam, "k_multiplier": float(_t)})
     # Implementation choices the paper leaves open (docs/qr.md).
     METHODS[f"{_base}_qr_neuralsort"] = MethodEntry(_target, overrides={"lam": _lam, "sort": "neuralsort"})
     METHODS[f"{_base}_authorsvar"] = MethodEntry(_target, overrides={"lam": 0.0, "variance": "authors"})

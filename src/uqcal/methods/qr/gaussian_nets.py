@@ -118,6 +118,7 @@ def mixture_moments(means: np.ndarray, stds: np.ndarray, rule: str) -> tuple[np.
     """
     if rule not in VARIANCE_RULES:
         raise ValueError(f"variance must be one of {VARIANCE_RULES}, got {rule!r}")
+    means, stds = np.asarray(means, np.float64), np.asarray(stds, np.float64)
     mean = means.mean(axis=0)
     spread = means.var(axis=0)
     aleatoric = (stds**2).mean(axis=0) if rule == "mixture" else stds.mean(axis=0) ** 2
