@@ -41,9 +41,15 @@ def synthetic_split(table, n_way=5, k_shot=1, n_query=5, n_val=3, n_test=4, seed
     rng = np.random.default_rng(seed)
     return {
         "classes": {"train": train, "val": val, "test": test},
-        "n_way": n_way, "k_shot": k_shot, "n_query": n_query,
-        "val_episodes": [sample_fewshot_episode(rows, val, n_way, k_shot, n_query, rng) for _ in range(n_val)],
-        "test_episodes": [sample_fewshot_episode(rows, test, n_way, k_shot, n_query, rng) for _ in range(n_test)],
+        "n_way": n_way,
+        "k_shot": k_shot,
+        "n_query": n_query,
+        "val_episodes": [
+            sample_fewshot_episode(rows, val, n_way, k_shot, n_query, rng) for _ in range(n_val)
+        ],
+        "test_episodes": [
+            sample_fewshot_episode(rows, test, n_way, k_shot, n_query, rng) for _ in range(n_test)
+        ],
     }
 
 
@@ -52,11 +58,22 @@ class FakeContext(RunContext):
 
     def __init__(self, table, split, params, run_dir: Path, method="md", depends_dir=None, n_query_train=5):
         super().__init__(
-            family="fewshot", dataset="synthetic", setting="5w1s", method=method, seed=0,
-            config={"torch_threads": 1}, dataset_spec={}, setting_params={},
-            family_params={"split": {"n_query_train": n_query_train}}, params=params, run_dir=run_dir,
-            split_path=run_dir / "split.json", raw_path=run_dir / "raw.parquet", depends_dir=depends_dir,
-            device=torch.device("cpu"), log=logging.getLogger("fewshot-test"),
+            family="fewshot",
+            dataset="synthetic",
+            setting="5w1s",
+            method=method,
+            seed=0,
+            config={"torch_threads": 1},
+            dataset_spec={},
+            setting_params={},
+            family_params={"split": {"n_query_train": n_query_train}},
+            params=params,
+            run_dir=run_dir,
+            split_path=run_dir / "split.json",
+            raw_path=run_dir / "raw.parquet",
+            depends_dir=depends_dir,
+            device=torch.device("cpu"),
+            log=logging.getLogger("fewshot-test"),
         )
         self._table, self._split = table, split
 

@@ -21,7 +21,6 @@ METHODS: dict[str, MethodEntry] = {
     "maml_ts": MethodEntry(_TS, depends_on="maml"),
     # the authors' code: full-covariance MC (10,000 joint draws) and train step size 0.5
     "md_fullcov": MethodEntry(_MD, overrides={"sampling": "full_covariance"}),
-    "md_rho_code": MethodEntry(_MD, overrides={"rho_train": 0.5}),
     # Table 3 ablations (CUB 1-shot in the paper): train step size, kernel, train steps
     "md_rho0.01": MethodEntry(_MD, overrides={"rho_train": 0.01}),
     "md_rho0.1": MethodEntry(_MD, overrides={"rho_train": 0.1}),

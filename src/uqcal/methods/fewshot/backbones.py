@@ -1,4 +1,4 @@
-"""Conv4 feature extractors (Vinyals et al. 2016) as used by DKT / MD-BFSC: Conv4S at 28x28, Conv4 at 84x84."""
+"""Conv4 feature extractors (Vinyals et al. 2016) as in DKT / MD-BFSC: Conv4S 28x28, Conv4 84x84."""
 
 from __future__ import annotations
 

@@ -39,7 +39,9 @@ def episode_labels(rows, episode_classes, y) -> np.ndarray:
     for row in rows:
         cls = str(y[row])
         if cls not in position:
-            raise ValueError(f"row {row} has class {cls!r}, not among the episode's classes {episode_classes}")
+            raise ValueError(
+                f"row {row} has class {cls!r}, not among the episode's classes {episode_classes}"
+            )
         labels.append(position[cls])
     return np.asarray(labels, dtype=np.int64)
 
@@ -87,7 +89,9 @@ def check_class_disjoint(split: dict) -> None:
     for a in sides:
         for b in sides:
             if a < b and sides[a] & sides[b]:
-                raise ValueError(f"split classes overlap between {a} and {b}: {sorted(sides[a] & sides[b])[:5]}")
+                raise ValueError(
+                    f"split classes overlap between {a} and {b}: {sorted(sides[a] & sides[b])[:5]}"
+                )
     for name, side in (("val_episodes", "val"), ("test_episodes", "test")):
         for i, ep in enumerate(split.get(name, [])):
             stray = set(map(str, ep["classes"])) - sides[side]
@@ -215,7 +219,9 @@ class EpisodicMethod(Method):
         model = self.build_model(int(split["n_way"]), data.image_size).to(ctx.device)
         stats = self.meta_train(model, data, split, ctx)
         started = time.perf_counter()
-        probs, labels = self.predict_episodes(model, data, split["test_episodes"], ctx.torch_generator(offset=3))
+        probs, labels = self.predict_episodes(
+            model, data, split["test_episodes"], ctx.torch_generator(offset=3)
+        )
         stats["test_seconds_per_episode"] = (time.perf_counter() - started) / max(1, len(probs))
         stats.update(self.extra_stats(model, data, split, ctx))
         stats["jitter_escalations"] = self.counter.escalations

@@ -26,7 +26,9 @@ class DeepKernelRegression(nn.Module):
         super().__init__()
         self.backbone = backbone
         self.kernels = kernels
-        self.raw_noise = nn.Parameter(torch.full((kernels.kernel.outputscale.shape[0],), math.log(noise_init)))
+        self.raw_noise = nn.Parameter(
+            torch.full((kernels.kernel.outputscale.shape[0],), math.log(noise_init))
+        )
 
     @property
     def noise(self) -> torch.Tensor:  # (C,)
@@ -63,7 +65,7 @@ class DKT(EpisodicMethod):
         "kernel": "cosine",
         "polynomial_power": 2,
         "lr_kernel": 1e-4,
-        "noise_init": 0.1,
+        "noise_init": 0.5,
     }
     stochastic_prediction = True
 
@@ -88,10 +90,17 @@ class DKT(EpisodicMethod):
         return -exact_mll(kernel, model.noise, targets, self.counter) / labels.numel()
 
     def logit_samples(self, model, episode: Episode, generator) -> torch.Tensor:
-        support, query = model.kernels.prepare(model.backbone(episode.support_x), model.backbone(episode.query_x))
+        support, query = model.kernels.prepare(
+            model.backbone(episode.support_x), model.backbone(episode.query_x)
+        )
         kernel = model.kernels(support)
         targets = signed_onehot(episode.support_y, episode.n_way).to(kernel.dtype)
         mu, var = exact_predictive(
-            kernel, model.noise, targets, model.kernels(support, query), model.kernels(query, diag=True), self.counter
+            kernel,
+            model.noise,
+            targets,
+            model.kernels(support, query),
+            model.kernels(query, diag=True),
+            self.counter,
         )
         return predictive_logit_samples(mu, var, int(self.params["n_pred_samples"]), generator)

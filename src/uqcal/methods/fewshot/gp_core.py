@@ -287,4 +287,3 @@ def predictive_logit_samples(mu, var, n_samples, generator=None) -> torch.Tensor
 def mc_softmax(logit_samples: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """Eq. 6a: p(y* = r) ~= mean_s softmax(f*_s / T)_r; T = 1 is the untempered prediction."""
     return torch.softmax(logit_samples / temperature, dim=-1).mean(0)
-

@@ -48,14 +48,18 @@ class MAML(EpisodicMethod):
             loss = F.cross_entropy(logits, episode.support_y)
             grads = torch.autograd.grad(loss, list(params.values()), create_graph=create_graph)
             params = {
-                name: (p - self.params["inner_lr"] * g) if create_graph else (p - self.params["inner_lr"] * g.detach())
+                name: (p - self.params["inner_lr"] * g)
+                if create_graph
+                else (p - self.params["inner_lr"] * g.detach())
                 for (name, p), g in zip(params.items(), grads, strict=True)
             }
         return params
 
     def episode_loss(self, model, episode: Episode, generator) -> torch.Tensor:
         first_order = bool(self.params["first_order"])
-        params = self.adapt(model, episode, int(self.params["inner_steps_train"]), create_graph=not first_order)
+        params = self.adapt(
+            model, episode, int(self.params["inner_steps_train"]), create_graph=not first_order
+        )
         if first_order:
             # FOMAML: treat the adapted weights as (detached update) + original weights, so the outer
             # gradient w.r.t. the original weights equals the gradient at the adapted weights.

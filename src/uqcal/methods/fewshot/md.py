@@ -13,7 +13,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .backbones import build_backbone
-from .common import EpisodeData, Episode, EpisodicMethod
+from .common import Episode, EpisodeData, EpisodicMethod
 from .gp_core import (
     ClassKernels,
     dense_elbo,
@@ -72,7 +72,10 @@ class MirrorDescentGP(EpisodicMethod):
     def param_groups(self, model: DeepKernelGP) -> list[dict]:
         return [
             {"params": list(model.backbone.parameters()), "lr": self.params["lr_backbone"]},
-            {"params": [p for p in model.kernels.parameters() if p.requires_grad], "lr": self.params["lr_kernel"]},
+            {
+                "params": [p for p in model.kernels.parameters() if p.requires_grad],
+                "lr": self.params["lr_kernel"],
+            },
         ]
 
     # ------------------------------------------------------------------------------ inner loops
@@ -110,7 +113,9 @@ class MirrorDescentGP(EpisodicMethod):
         return -elbo() / labels.numel()
 
     def logit_samples(self, model: DeepKernelGP, episode: Episode, generator) -> torch.Tensor:
-        support, query = model.kernels.prepare(model.backbone(episode.support_x), model.backbone(episode.query_x))
+        support, query = model.kernels.prepare(
+            model.backbone(episode.support_x), model.backbone(episode.query_x)
+        )
         kernel = model.kernels(support)
         k_sq = model.kernels(support, query)
         k_qq = model.kernels(query, diag=True)
@@ -119,7 +124,9 @@ class MirrorDescentGP(EpisodicMethod):
         steps = int(self.params["steps_test"])
         step_size = float(self.params["gd_lr_test" if gd else "rho_test"])
         with torch.enable_grad() if gd else torch.no_grad():
-            (kind, state), _ = self.fit_support(kernel, onehot, steps, step_size, generator, create_graph=False)
+            (kind, state), _ = self.fit_support(
+                kernel, onehot, steps, step_size, generator, create_graph=False
+            )
         if kind == "md":
             mu, var = site_predictive(state, k_sq, k_qq)
         else:
@@ -127,11 +134,33 @@ class MirrorDescentGP(EpisodicMethod):
         return predictive_logit_samples(mu, var, int(self.params["n_pred_samples"]), generator)
 
     # ------------------------------------------------------------------- convergence (Sec. 4.3)
-    def inner_loop_curves(self, model: DeepKernelGP, data: EpisodeData, episodes: list[dict], seed: int):
+    def elbo_curves(self, kernel: torch.Tensor, onehot: torch.Tensor, seed: int) -> tuple[list, list]:
         """ELBO per inner step, MD vs GD, fixed kernel, same initial q (the prior), same step size."""
         rho, steps = float(self.params["convergence_rho"]), int(self.params["convergence_steps"])
-        n_mc = int(self.params["convergence_mc_samples"])
-        curves = {"md": [], "gd": []}
+        n_mc, n_inner = int(self.params["convergence_mc_samples"]), int(self.params["n_mc_samples"])
+        md_curve: list[float] = []
+        gd_curve: list[float] = []
+
+        def crn():  # common random numbers: every ELBO evaluation uses the same draws
+            return torch.Generator().manual_seed(seed)
+
+        def record_md(_step, post):
+            md_curve.append(float(md_elbo(post, onehot, n_mc, crn())))
+
+        def record_gd(_step, kernel_chol, mean, tril):
+            with torch.no_grad():
+                gd_curve.append(float(dense_elbo(kernel_chol, mean, tril, onehot, n_mc, crn())))
+
+        gen = torch.Generator().manual_seed(seed + 1)
+        with torch.no_grad():
+            expectations = softmax_expectations_fn(onehot, "marginal", n_inner, self.counter, gen)
+            run_mirror_descent(kernel, expectations, steps, rho, self.counter, callback=record_md)
+        gen = torch.Generator().manual_seed(seed + 2)
+        run_gradient_descent(kernel, onehot, steps, rho, n_inner, self.counter, gen, callback=record_gd)
+        return md_curve, gd_curve
+
+    def inner_loop_curves(self, model: DeepKernelGP, data: EpisodeData, episodes: list[dict], seed: int):
+        curves: dict[str, list] = {"md": [], "gd": []}
         model.eval()
         for spec in episodes:
             episode = data.episode(spec)
@@ -139,31 +168,7 @@ class MirrorDescentGP(EpisodicMethod):
                 (features,) = model.kernels.prepare(model.backbone(episode.support_x))
                 kernel = model.kernels(features)
             onehot = F.one_hot(episode.support_y, episode.n_way).T.to(kernel.dtype)
-
-            def crn():  # common random numbers: every ELBO evaluation uses the same draws
-                return torch.Generator().manual_seed(seed)
-
-            md_curve: list[float] = []
-            gen = torch.Generator().manual_seed(seed + 1)
-            with torch.no_grad():
-                run_mirror_descent(
-                    kernel,
-                    softmax_expectations_fn(onehot, "marginal", int(self.params["n_mc_samples"]), self.counter, gen),
-                    steps,
-                    rho,
-                    self.counter,
-                    callback=lambda _s, post: md_curve.append(float(md_elbo(post, onehot, n_mc, crn()))),
-                )
-            gd_curve: list[float] = []
-
-            def record_gd(_s, kernel_chol, mean, tril):
-                with torch.no_grad():
-                    gd_curve.append(float(dense_elbo(kernel_chol, mean, tril, onehot, n_mc, crn())))
-
-            run_gradient_descent(
-                kernel, onehot, steps, rho, int(self.params["n_mc_samples"]), self.counter,
-                torch.Generator().manual_seed(seed + 2), create_graph=False, callback=record_gd,
-            )
+            md_curve, gd_curve = self.elbo_curves(kernel, onehot, seed)
             curves["md"].append(md_curve)
             curves["gd"].append(gd_curve)
         return curves

@@ -23,7 +23,9 @@ class ProtoNet(EpisodicMethod):
         return build_backbone(self.params["backbone"], image_size, int(self.params["width"]))
 
     def _logits(self, model, episode: Episode) -> torch.Tensor:
-        return prototype_logits(model(episode.support_x), episode.support_y, model(episode.query_x), episode.n_way)
+        return prototype_logits(
+            model(episode.support_x), episode.support_y, model(episode.query_x), episode.n_way
+        )
 
     def episode_loss(self, model, episode: Episode, generator) -> torch.Tensor:
         return F.cross_entropy(self._logits(model, episode), episode.query_y)

@@ -53,7 +53,9 @@ class TemperatureScaled(Method):
         split = ctx.load_split()
         check_class_disjoint(split)
         val = base.collect_logits(model, data, split["val_episodes"], ctx.torch_generator(offset=4))
-        temperature, nll_before, nll_after = fit_temperature(val, float(self.params["t_min"]), float(self.params["t_max"]))
+        temperature, nll_before, nll_after = fit_temperature(
+            val, float(self.params["t_min"]), float(self.params["t_max"])
+        )
         test = base.collect_logits(model, data, split["test_episodes"], ctx.torch_generator(offset=3))
         probs = [mc_softmax(samples, temperature) for samples, _ in test]
         stats = {
