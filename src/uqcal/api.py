@@ -107,7 +107,7 @@ class RunContext:
     def load_data(self):
         from uqcal.data import load_table
 
-        return load_table(self.dataset, self.config, raw_path=self.raw_path)
+        return load_table(self.dataset, spec=self.dataset_spec, raw_path=self.raw_path)
 
     def load_split(self) -> dict:
         from uqcal.io import read_json

@@ -1,0 +1,30 @@
+# uqcal workflow: data -> splits -> train -> evaluate -> aggregate -> report.
+# Rules are thin: every step is a `uqcal` subcommand. See README.md and docs/ARCHITECTURE.md.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+# `configfile:` deep-merges with --configfile; load the default only when none is given, so that
+# `--configfile config/smoke.yaml` means exactly that file.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        expand("results/{family}/summary.csv", family=FAMILY_NAMES),
+        "reports/index.html",
+    default_target: True
+
+
+onsuccess:
+    # Keep DVC in step with what Snakemake produced: same plan, outputs committed to the DVC cache.
+    if Path(".dvc").is_dir():
+        shell("uqcal dvc-sync --config {CONFIG_FILE:q} --commit")

@@ -1,0 +1,5 @@
+import sys
+
+from uqcal.cli import main
+
+sys.exit(main())

@@ -1,0 +1,293 @@
+"""The `uqcal` command line: one subcommand per pipeline step. Snakemake and DVC rules call only this.
+
+Each step takes either ``--config FILE`` plus the wildcards (for people and DVC), or ``--job JSON`` with
+the resolved slice of config the step depends on (for Snakemake, so that editing one method's parameter
+reruns exactly that method's jobs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+LOG = logging.getLogger("uqcal")
+
+
+def _setup_logging(verbose: bool = False) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _add_job_args(parser: argparse.ArgumentParser, *wildcards: str) -> None:
+    parser.add_argument("--config", help="config file (default: config/config.yaml)")
+    parser.add_argument("--job", help="resolved job JSON (as the Snakefile passes it)")
+    for name in wildcards:
+        parser.add_argument(f"--{name}", type=int if name == "seed" else str)
+
+
+def _config(args):
+    from uqcal.config import load_config
+
+    return load_config(args.config or "config/config.yaml")
+
+
+def _need(args, *names):
+    missing = [n for n in names if getattr(args, n) is None]
+    if missing:
+        raise SystemExit(f"uqcal {args.command}: missing --{' --'.join(missing)} (or pass --job)")
+
+
+# ------------------------------------------------------------------------------------------ steps
+def cmd_materialise(args) -> int:
+    from uqcal.data import materialise
+
+    if args.job:
+        job = json.loads(args.job)
+        name, spec = job["dataset"], job["spec"]
+    else:
+        config = _config(args)
+        name = args.dataset
+        if name not in config["datasets"]:
+            raise SystemExit(f"uqcal materialise: unknown dataset {name!r}; known: {', '.join(sorted(config['datasets']))}")
+        spec = config["datasets"][name]
+    path, record = materialise(name, spec, data_dir=args.data_dir)
+    LOG.info("materialised %s: %d rows x %d columns -> %s", name, record["rows"], record["columns"], path)
+    return 0
+
+
+def cmd_split(args) -> int:
+    from uqcal.config import split_job, split_path
+    from uqcal.data import load_table, raw_paths
+    from uqcal.io import write_json
+    from uqcal.splits import make_split
+
+    if args.job:
+        job = json.loads(args.job)
+    else:
+        _need(args, "family", "dataset", "setting", "seed")
+        job = split_job(_config(args), args.family, args.dataset, args.setting, args.seed)
+    table = load_table(job["dataset"], spec=job["dataset_spec"], raw_path=raw_paths(job["dataset"], args.data_dir)[0])
+    split = make_split(job["family"], table, job["split_params"], job["seed"])
+    out = Path(args.out or split_path(job["family"], job["dataset"], job["setting"], job["seed"]))
+    write_json(out, split)
+    LOG.info("split %s/%s/%s seed %d -> %s", job["family"], job["dataset"], job["setting"], job["seed"], out)
+    return 0
+
+
+def _run_context(args):
+    import torch
+
+    from uqcal.api import RunContext, get_entry
+    from uqcal.config import Run, run_job
+    from uqcal.data import raw_paths
+    from uqcal.device import resolve_device
+
+    if args.job:
+        job = json.loads(args.job)
+    else:
+        _need(args, "family", "dataset", "setting", "method", "seed")
+        job = run_job(_config(args), Run(args.family, args.dataset, args.setting, args.method, args.seed))
+    run = (job["family"], job["dataset"], job["setting"], job["method"], job["seed"])
+    run_dir = Path(args.results_dir) / "/".join(map(str, run[:4])) / f"seed{run[4]}"
+    depends_dir = None
+    if job.get("depends_on"):
+        depends_dir = Path(args.results_dir) / "/".join(map(str, run[:3])) / job["depends_on"] / f"seed{run[4]}"
+    torch.set_num_threads(int(job.get("torch_threads", 1)))
+    ctx = RunContext(
+        family=run[0], dataset=run[1], setting=run[2], method=run[3], seed=int(run[4]),
+        config=job, dataset_spec=job["dataset_spec"], setting_params=job["setting_params"],
+        family_params=job["family_params"], params=job["params"], run_dir=run_dir,
+        split_path=Path(args.data_dir) / "splits" / run[0] / run[1] / run[2] / f"seed{run[4]}.json",
+        raw_path=raw_paths(run[1], args.data_dir)[0], depends_dir=depends_dir,
+        device=resolve_device(job.get("device", "auto")), log=logging.getLogger(f"uqcal.{run[3]}"),
+    )
+    method = get_entry(ctx.family, ctx.method).load_class()(ctx.params)
+    return ctx, method
+
+
+def cmd_train(args) -> int:
+    ctx, method = _run_context(args)
+    ctx.log.info("train %s on %s/%s seed %d (device %s)", ctx.method, ctx.dataset, ctx.setting, ctx.seed, ctx.device)
+    ctx.seed_everything()
+    start = time.perf_counter()
+    method.train(ctx)
+    ctx.log.info("trained in %.1f s", time.perf_counter() - start)
+    missing = [f for f in ("model.pt", "predictions.parquet", "train_stats.json") if not (ctx.run_dir / f).exists()]
+    if missing:
+        raise SystemExit(f"method {ctx.method} did not write {missing} (must call ctx.save_outputs)")
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    import math
+
+    from uqcal.io import write_json
+
+    ctx, method = _run_context(args)
+    metrics = method.evaluate(ctx)
+    bad = [k for k, v in metrics.items() if not isinstance(v, (int, float)) or isinstance(v, bool)]
+    if bad:
+        raise SystemExit(f"method {ctx.method}: non-numeric metrics {bad}")
+    metrics = {k: float(v) for k, v in sorted(metrics.items())}
+    nonfinite = [k for k, v in metrics.items() if not math.isfinite(v)]
+    if nonfinite:
+        ctx.log.warning("non-finite metrics: %s", nonfinite)
+    write_json(ctx.run_dir / "metrics.json", {
+        "family": ctx.family, "dataset": ctx.dataset, "setting": ctx.setting, "method": ctx.method,
+        "seed": ctx.seed, "metrics": metrics,
+    })
+    ctx.log.info("metrics: %s", ", ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
+    return 0
+
+
+def cmd_aggregate(args) -> int:
+    from uqcal.aggregate import aggregate_family
+
+    if args.job:
+        job = json.loads(args.job)
+        family, fam = job["family"], job["family_config"]
+    else:
+        _need(args, "family")
+        config = _config(args)
+        family, fam = args.family, config["families"][args.family]
+    out = Path(args.out or f"{args.results_dir}/{family}/summary.csv")
+    summary = aggregate_family(family, fam, Path(args.results_dir), out)
+    LOG.info("aggregated %d rows -> %s", len(summary), out)
+    return 0
+
+
+def cmd_report(args) -> int:
+    from uqcal.config import load_config
+    from uqcal.report.build import build_reports
+
+    config_path = args.config or "config/config.yaml"
+    config = load_config(config_path)
+    build_reports(
+        config=config, config_path=config_path, results_dir=Path(args.results_dir),
+        out_dir=Path(args.out), data_dir=Path(args.data_dir), logs_dir=Path(args.logs_dir),
+    )
+    return 0
+
+
+def cmd_dvc_sync(args) -> int:
+    from uqcal.config import repo_root_for
+    from uqcal.dvc import dvc_commit, write_dvc_yaml
+
+    config_path = args.config or "config/config.yaml"
+    root = repo_root_for(config_path)
+    path = write_dvc_yaml(_config(args), config_path, root)
+    LOG.info("wrote %s", path)
+    if args.commit:
+        dvc_commit(root)
+        LOG.info("dvc commit done: outputs recorded in dvc.lock and the DVC cache")
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from uqcal.config import iter_runs
+
+    config = _config(args)
+    runs = list(iter_runs(config))
+    print(f"{args.config or 'config/config.yaml'}: valid; {len(runs)} runs over "
+          f"{len(config['families'])} families")
+    return 0
+
+
+def cmd_runs(args) -> int:
+    from uqcal.config import iter_runs
+
+    for run in iter_runs(_config(args), [args.family] if args.family else None):
+        print(run.run_dir)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ parser
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="uqcal", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--data-dir", default="data", help="data root (default: data)")
+    parser.add_argument("--results-dir", default="results", help="results root (default: results)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("materialise", help="fetch/build one dataset into data/raw/<name>.parquet + .json",
+                       description="Fetch (download, with checksum) or build one registry dataset and write "
+                       "data/raw/<name>.parquet with its provenance record data/raw/<name>.json.")
+    p.add_argument("dataset", nargs="?")
+    p.add_argument("--config")
+    p.add_argument("--job")
+    p.set_defaults(func=cmd_materialise)
+
+    p = sub.add_parser("split", help="make one task split / episode set under data/splits/",
+                       description="Write data/splits/<family>/<dataset>/<setting>/seed<k>.json: tasks, "
+                       "folds, class splits or BO initial designs, deterministic given the seed.")
+    _add_job_args(p, "family", "dataset", "setting", "seed")
+    p.add_argument("--out")
+    p.set_defaults(func=cmd_split)
+
+    p = sub.add_parser("train", help="train one method run (model.pt, predictions.parquet, train_stats.json)",
+                       description="Train one (family, dataset, setting, method, seed) run into "
+                       "results/<family>/<dataset>/<setting>/<method>/seed<k>/.")
+    _add_job_args(p, "family", "dataset", "setting", "method", "seed")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("evaluate", help="compute metrics.json for one trained run",
+                       description="Compute the family's metrics for one run from its predictions and "
+                       "train stats and write metrics.json.")
+    _add_job_args(p, "family", "dataset", "setting", "method", "seed")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("aggregate", help="aggregate a family's metrics.json files into summary.csv",
+                       description="Write results/<family>/summary.csv (dataset,setting,method,metric,mean,std,n) "
+                       "aggregated over seeds.")
+    _add_job_args(p, "family")
+    p.add_argument("--out")
+    p.set_defaults(func=cmd_aggregate)
+
+    p = sub.add_parser("report", help="write reports/ (HTML + Markdown tables, figures, provenance)",
+                       description="Build reports/index.html and one page per family from results/.")
+    p.add_argument("--config")
+    p.add_argument("--out", default="reports")
+    p.add_argument("--logs-dir", default="logs")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("dvc-sync", help="write dvc.yaml for a config (and `dvc commit` finished outputs)",
+                       description="Generate dvc.yaml from the same run plan as the Snakefile; with --commit, "
+                       "record the outputs of a finished run in dvc.lock and the DVC cache.")
+    p.add_argument("--config")
+    p.add_argument("--commit", action="store_true")
+    p.set_defaults(func=cmd_dvc_sync)
+
+    p = sub.add_parser("validate-config", help="validate a config file and count its runs")
+    p.add_argument("--config")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("runs", help="list the planned run directories")
+    p.add_argument("--config")
+    p.add_argument("--family")
+    p.set_defaults(func=cmd_runs)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _setup_logging(args.verbose)
+    from uqcal.config import ConfigError
+    from uqcal.data.errors import DataSourceError
+
+    try:
+        return args.func(args)
+    except (ConfigError, DataSourceError) as exc:
+        print(f"uqcal {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""Honest reference predictors, labelled as such in every table.
+
+- MarginalGaussian: N(mean, std^2) of the training targets (per task where there are tasks: the task's
+  support set). The QR paper's Claim 5: perfectly calibrated in expectation, with no sharpness.
+- UniformClassifier: 1/C for every class of a few-shot episode.
+- RandomSearch: uniform random search for optimisation, from the shared initial design.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from uqcal.api import Method, RunContext
+
+
+class MarginalGaussian(Method):
+    defaults: dict = {"min_std": 1e-6}
+
+    def train(self, ctx: RunContext) -> None:
+        table, split = ctx.load_data(), ctx.load_split()
+        y = table.y
+        if ctx.family == "metareg":
+            y_mean, y_std = _metatrain_target_stats(table, split)
+            rows = []
+            for e, ep in enumerate(split["test_episodes"]):
+                ys, yq = (y[ep["support"]] - y_mean) / y_std, (y[ep["query"]] - y_mean) / y_std
+                mu, sd = ys.mean(), max(ys.std(), self.params["min_std"])
+                rows.append(pd.DataFrame({"task": str(ep["task"]), "episode": e, "y": yq, "mean": mu, "std": sd}))
+            pred = pd.concat(rows, ignore_index=True)
+            model = {"note": "per-task support mean/std (standardised targets)", "y_mean": y_mean, "y_std": y_std}
+        else:
+            train, test = np.asarray(split["train"]), np.asarray(split["test"])
+            mu, sd = float(y[train].mean()), max(float(y[train].std()), self.params["min_std"])
+            pred = pd.DataFrame({"y": y[test], "mean": mu, "std": sd})
+            model = {"mean": mu, "std": sd}
+        ctx.save_outputs(pred, model, {})
+
+
+def _metatrain_target_stats(table, split) -> tuple[float, float]:
+    """Targets are standardised with meta-train statistics (see docs/metareg.md)."""
+    mask = np.isin(table.task, np.asarray(split["tasks"]["train"], dtype=table.task.dtype))
+    y = table.y[mask]
+    return float(y.mean()), float(y.std()) if y.std() > 0 else 1.0
+
+
+class UniformClassifier(Method):
+    defaults: dict = {}
+
+    def train(self, ctx: RunContext) -> None:
+        split = ctx.load_split()
+        n_way, n_query = split["n_way"], split["n_query"]
+        rows = []
+        for e, ep in enumerate(split["test_episodes"]):
+            labels = np.repeat(np.arange(n_way), n_query)
+            frame = pd.DataFrame({"episode": e, "label": labels})
+            for c in range(n_way):
+                frame[f"p{c}"] = 1.0 / n_way
+            rows.append(frame)
+        ctx.save_outputs(pd.concat(rows, ignore_index=True), {"n_way": n_way}, {})
+
+
+class RandomSearch(Method):
+    defaults: dict = {}
+
+    def train(self, ctx: RunContext) -> None:
+        from uqcal.objectives import get_objective
+
+        split = ctx.load_split()
+        objective = get_objective(ctx.dataset_spec["source"])
+        budget = int(ctx.setting_params.get("budget", 20))
+        lower, upper = (np.asarray(b, float) for b in split["bounds"])
+        rng = ctx.rng()
+        xs = [np.asarray(x, float) for x in split["initial_x"]]
+        xs += [rng.uniform(lower, upper) for _ in range(budget)]
+        ys = [float(objective(x)) for x in xs]
+        best = np.minimum.accumulate(ys)
+        pred = pd.DataFrame({
+            "iteration": np.arange(len(xs)) - len(split["initial_x"]) + 1,
+            "x": [json.dumps(x.tolist()) for x in xs],
+            "y": ys,
+            "best_so_far": best,
+        })
+        ctx.save_outputs(pred, {"n_evaluations": len(xs)}, {})

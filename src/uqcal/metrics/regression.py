@@ -1,0 +1,374 @@
+"""Regression metrics, each with the definition of the paper whose tables it reproduces.
+
+Papers (plain text in /work/shared/papers/):
+
+- Iwata & Kumagai (meta-calibrated deep-kernel GP), Sec. 5: MSE, ECE over P = {0.1, ..., 0.9}, TE.
+- Quantile regularization (QR), Sec. 5.1, Eq. (8): l2 quantile calibration error; the tables print
+  100 x the *sum* over p in {0.1, ..., 1.0} (see IMPLEMENTATION-NOTES), which is :func:`ce_qr`.
+- RIO (Qiu, Meyerson & Miikkulainen), App. D.1, Eq. (10): NLPD; App. D.2: CI coverage.
+- Deshpande & Kuleshov (calibrated BO), Sec. 5: calibration score of Kuleshov et al. (2018).
+- CRPS: Gneiting & Raftery (2007), closed form for a Gaussian forecast.
+
+All PIT-based metrics take ``pit[i] = F_i(y_i)``, the predictive CDF at the observed target. For a
+monotone predictive CDF ``h``, ``y <= h^{-1}(p|x)`` holds exactly when ``h(y|x) <= p``, so the
+empirical frequency below a quantile equals the fraction of PIT values at or below its level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from scipy import stats
+
+from uqcal.metrics._validate import (
+    as_levels,
+    as_like,
+    as_positive_like,
+    as_probability_vector,
+    as_vector,
+)
+
+# Iwata & Kumagai Sec. 5: P = {0.1, 0.2, ..., 0.9}.
+ECE_LEVELS = np.round(np.arange(0.1, 1.0, 0.1), 10)
+# QR tables: M = 10 equidistant levels in (0, 1] with p_M = 1 (Sec. 5.1).
+CE_QR_LEVELS = np.round(np.arange(1, 11) / 10.0, 10)
+# Calibration score default levels (Kuleshov et al. 2018 do not fix m; D&K do not state theirs).
+CAL_SCORE_LEVELS = np.round(np.arange(1, 20) * 0.05, 10)
+# z values used by RIO's code for its 95/90/68 % intervals (App. D.2); the exact ones are
+# Phi^{-1}(0.975) = 1.95996, Phi^{-1}(0.95) = 1.64485, Phi^{-1}(0.84) = 0.99446.
+RIO_Z = {0.95: 1.96, 0.90: 1.65, 0.68: 1.0}
+# Quantile columns of predictions.parquet that bound each central interval (docs/ARCHITECTURE.md).
+INTERVAL_QUANTILE_COLUMNS = {0.95: ("q0.025", "q0.975"), 0.90: ("q0.05", "q0.95"), 0.68: ("q0.16", "q0.84")}
+
+_LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
+
+
+# ----------------------------------------------------------------------------- point error
+def mse(y, mean) -> float:
+    """Mean squared error (Iwata & Kumagai Sec. 5: MSE = 1/N^Q sum ||y - f(x)||^2)."""
+    y = as_vector("y", y)
+    mean = as_like("mean", mean, y, "y")
+    return float(np.mean((y - mean) ** 2))
+
+
+def rmse(y, mean) -> float:
+    """Root mean squared error (RIO App. D.1; QR Tables 1-2)."""
+    return float(np.sqrt(mse(y, mean)))
+
+
+# ----------------------------------------------------------------------------- density
+def gaussian_logpdf(y, mean, std) -> np.ndarray:
+    """Pointwise log N(y | mean, std^2)."""
+    y = as_vector("y", y)
+    mean = as_like("mean", mean, y, "y")
+    std = as_positive_like("std", std, y, "y")
+    z = (y - mean) / std
+    return -0.5 * z**2 - np.log(std) - _LOG_SQRT_2PI
+
+
+def nlpd_from_logpdf(logpdf) -> float:
+    """Average negative log predictive density, RIO Eq. (10): -1/n sum log p(y_i | x_i).
+
+    ``logpdf`` may contain ``-inf`` (a zero density, e.g. after isotonic recalibration the QR paper
+    notes test points beyond the last level get zero density); the result is then ``inf``.
+    """
+    arr = np.asarray(logpdf, dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"logpdf: expected a non-empty 1-D array, got shape {arr.shape}")
+    if np.any(np.isnan(arr)) or np.any(arr == np.inf):
+        raise ValueError("logpdf: contains NaN or +inf")
+    return float(-np.mean(arr))
+
+
+def gaussian_nlpd(y, mean, std) -> float:
+    """Mean of -log N(y | mean, std^2) (RIO Eq. (10); QR's NLL)."""
+    return nlpd_from_logpdf(gaussian_logpdf(y, mean, std))
+
+
+def gaussian_pit(y, mean, std) -> np.ndarray:
+    """Probability integral transform Phi((y - mean) / std) of each target."""
+    y = as_vector("y", y)
+    mean = as_like("mean", mean, y, "y")
+    std = as_positive_like("std", std, y, "y")
+    return stats.norm.cdf((y - mean) / std)
+
+
+# ----------------------------------------------------------------------------- calibration
+def empirical_frequencies(pit, levels) -> np.ndarray:
+    """p_hat(p) = mean(pit <= p) for each level p (Kuleshov et al. 2018; Iwata & Kumagai Sec. 5)."""
+    pit = as_probability_vector("pit", pit)
+    levels = as_levels("levels", levels)
+    return np.mean(pit[None, :] <= levels[:, None], axis=1)
+
+
+def ece_iwata(pit, levels=ECE_LEVELS) -> float:
+    """Regression ECE of Iwata & Kumagai (Sec. 5): 1/|P| sum_p |p - p_hat(p)|.
+
+    ``p_hat(p) = 1/N sum I(y <= h^{-1}(p|x))``, which equals ``mean(pit <= p)`` for a monotone
+    CDF ``h``; P = {0.1, ..., 0.9} by default.
+    """
+    levels = as_levels("levels", levels)
+    return float(np.mean(np.abs(levels - empirical_frequencies(pit, levels))))
+
+
+def ece_from_quantiles(y, quantiles: Mapping[float, object]) -> float:
+    """Iwata & Kumagai's ECE when the quantiles h^{-1}(p|x) are given directly.
+
+    ``quantiles`` maps each level p to an array of per-point quantiles; ECE = mean over the levels
+    of |p - mean(y <= q_p)|.
+    """
+    y = as_vector("y", y)
+    if not isinstance(quantiles, Mapping) or len(quantiles) == 0:
+        raise ValueError("quantiles: expected a non-empty mapping level -> array")
+    errors = []
+    for level, values in quantiles.items():
+        p = float(level)
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"quantiles: level {level!r} is outside [0, 1]")
+        q = as_like(f"quantiles[{level!r}]", values, y, "y")
+        errors.append(abs(p - float(np.mean(y <= q))))
+    return float(np.mean(errors))
+
+
+def total_error(mse_value: float, ece_value: float) -> float:
+    """Iwata & Kumagai's total error TE = (MSE + ECE) / 2."""
+    for name, value in (("mse_value", mse_value), ("ece_value", ece_value)):
+        if not np.isfinite(value):
+            raise ValueError(f"{name}: is not finite ({value})")
+    return float((mse_value + ece_value) / 2.0)
+
+
+def ce_qr(pit, reduction: str = "sum") -> float:
+    """Quantile-regularization paper's l2 calibration error in percent.
+
+    Levels p in {0.1, ..., 1.0} (M = 10 equidistant points in (0, 1] with p_M = 1, Sec. 5.1).
+    ``reduction="sum"`` (default) is what the paper's tables print (authors' code):
+    100 * sum_p (mean(pit <= p) - p)^2. ``reduction="mean"`` is Eq. (8) literally: the same sum / M.
+    """
+    if reduction not in ("sum", "mean"):
+        raise ValueError(f"reduction: expected 'sum' or 'mean', got {reduction!r}")
+    squared = (empirical_frequencies(pit, CE_QR_LEVELS) - CE_QR_LEVELS) ** 2
+    total = float(np.sum(squared)) if reduction == "sum" else float(np.mean(squared))
+    return 100.0 * total
+
+
+def calibration_score(pit, levels=None, weights=None) -> float:
+    """Calibration error of Kuleshov et al. (2018): sum_j w_j (p_j - p_hat_j)^2.
+
+    ``p_hat_j = |{t : F_t(y_t) <= p_j}| / N``. Deshpande & Kuleshov (Sec. 5) use this with w_j = 1
+    ("calibration score", computed on one-step-ahead BO forecasts) and do not state their levels;
+    Kuleshov et al. (2018) allow weights and typically use w_j = 1. Default levels here are
+    0.05, 0.10, ..., 0.95 with unit weights.
+    """
+    levels = CAL_SCORE_LEVELS if levels is None else as_levels("levels", levels)
+    if weights is None:
+        w = np.ones_like(levels)
+    else:
+        w = as_like("weights", weights, levels, "levels")
+        if np.any(w < 0):
+            raise ValueError("weights: must be non-negative")
+    return float(np.sum(w * (levels - empirical_frequencies(pit, levels)) ** 2))
+
+
+# ----------------------------------------------------------------------------- intervals
+def interval_coverage(y, lower, upper) -> float:
+    """Fraction of targets inside their interval, lower <= y <= upper (RIO App. D.2)."""
+    y = as_vector("y", y)
+    lower = as_like("lower", lower, y, "y")
+    upper = as_like("upper", upper, y, "y")
+    if np.any(lower > upper):
+        raise ValueError(f"lower/upper: lower > upper at {int(np.sum(lower > upper))} point(s)")
+    return float(np.mean((lower <= y) & (y <= upper)))
+
+
+def gaussian_interval_coverage(y, mean, std, level: float, z: float | None = None) -> float:
+    """Coverage of the central Gaussian interval mean +- z * std.
+
+    By default ``z = Phi^{-1}((1 + level) / 2)`` exactly. RIO's code uses z = 1.96 / 1.65 / 1.0 for
+    the 95 / 90 / 68 % intervals (see ``RIO_Z``); pass ``z=RIO_Z[level]`` to reproduce it.
+    """
+    if z is None:
+        if not 0.0 < level < 1.0:
+            raise ValueError(f"level: expected a value in (0, 1), got {level}")
+        z = float(stats.norm.ppf((1.0 + level) / 2.0))
+    elif not (np.isfinite(z) and z > 0):
+        raise ValueError(f"z: expected a positive finite value, got {z}")
+    y = as_vector("y", y)
+    mean = as_like("mean", mean, y, "y")
+    std = as_positive_like("std", std, y, "y")
+    return interval_coverage(y, mean - z * std, mean + z * std)
+
+
+# ----------------------------------------------------------------------------- sharpness
+def sharpness(std, statistic: str = "variance") -> float:
+    """Sharpness of the predictive distributions (lower is sharper).
+
+    The QR paper asks for models that are "well-calibrated and sharp" (Sec. 4) but prints no formula;
+    it takes its calibration metric from Kuleshov et al. (2018), whose sharpness is the mean
+    predictive variance, sha = 1/T sum_t var(F_t). That is the default ``statistic="variance"``.
+    ``"rms_std"`` gives sqrt(mean variance) (same units as y) and ``"mean_std"`` the mean std.
+    """
+    std = as_vector("std", std)
+    if np.any(std < 0):
+        raise ValueError("std: must be non-negative")
+    if statistic == "variance":
+        return float(np.mean(std**2))
+    if statistic == "rms_std":
+        return float(np.sqrt(np.mean(std**2)))
+    if statistic == "mean_std":
+        return float(np.mean(std))
+    raise ValueError(f"statistic: expected 'variance', 'rms_std' or 'mean_std', got {statistic!r}")
+
+
+# ----------------------------------------------------------------------------- CRPS
+def gaussian_crps_pointwise(y, mean, std) -> np.ndarray:
+    """Closed-form CRPS of N(mean, std^2) at y (Gneiting & Raftery 2007).
+
+    CRPS = std * [z (2 Phi(z) - 1) + 2 phi(z) - 1 / sqrt(pi)], z = (y - mean) / std.
+    """
+    y = as_vector("y", y)
+    mean = as_like("mean", mean, y, "y")
+    std = as_positive_like("std", std, y, "y")
+    z = (y - mean) / std
+    return std * (z * (2.0 * stats.norm.cdf(z) - 1.0) + 2.0 * stats.norm.pdf(z) - 1.0 / np.sqrt(np.pi))
+
+
+def gaussian_crps(y, mean, std) -> float:
+    """Mean closed-form Gaussian CRPS (lower is better)."""
+    return float(np.mean(gaussian_crps_pointwise(y, mean, std)))
+
+
+def crps_from_samples(y, samples) -> float:
+    """Mean CRPS from predictive samples, energy form E|X - y| - 1/2 E|X - X'|.
+
+    ``samples`` has shape (n, S). E|X - X'| over the empirical distribution uses the sorted-sample
+    identity sum_{i,j} |x_i - x_j| = 2 sum_k (2k - S - 1) x_(k) (k = 1..S), so the cost is O(S log S).
+    """
+    y = as_vector("y", y)
+    x = np.asarray(samples, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] != y.shape[0] or x.shape[1] < 1:
+        raise ValueError(f"samples: expected shape ({y.shape[0]}, S>=1), got {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("samples: contains non-finite values")
+    s = x.shape[1]
+    term_obs = np.mean(np.abs(x - y[:, None]), axis=1)
+    x_sorted = np.sort(x, axis=1)
+    k = np.arange(1, s + 1)
+    mean_abs_pair = 2.0 * np.sum((2 * k - s - 1) * x_sorted, axis=1) / s**2
+    return float(np.mean(term_obs - 0.5 * mean_abs_pair))
+
+
+def crps_from_quantiles(y, levels, quantiles) -> float:
+    """Mean CRPS from predictive quantiles: CRPS = 2 * integral_0^1 pinball_tau(y, q_tau) dtau.
+
+    The integral is approximated by the mean over ``levels`` (use many equally spaced levels, e.g.
+    0.01..0.99, midpoints of equal cells). ``quantiles`` has shape (n, len(levels)).
+    """
+    y = as_vector("y", y)
+    tau = as_levels("levels", levels)
+    q = np.asarray(quantiles, dtype=np.float64)
+    if q.shape != (y.shape[0], tau.shape[0]):
+        raise ValueError(f"quantiles: expected shape ({y.shape[0]}, {tau.shape[0]}), got {q.shape}")
+    if not np.all(np.isfinite(q)):
+        raise ValueError("quantiles: contains non-finite values")
+    diff = y[:, None] - q
+    pinball = np.maximum(tau * diff, (tau - 1.0) * diff)
+    return float(np.mean(2.0 * np.mean(pinball, axis=1)))
+
+
+# ----------------------------------------------------------------------------- grouping
+def mean_over_groups(metric, groups, *arrays, **kwargs) -> float:
+    """Unweighted mean over groups of ``metric(*arrays[group], **kwargs)``.
+
+    For per-episode evaluation (e.g. Iwata & Kumagai compute MSE/ECE "on query sets in the meta-test
+    tasks": one value per query set, then averaged). Every array must have ``len(groups)`` rows.
+    """
+    keys = np.asarray(groups)
+    if keys.ndim != 1 or keys.size == 0:
+        raise ValueError(f"groups: expected a non-empty 1-D array, got shape {keys.shape}")
+    columns = []
+    for i, values in enumerate(arrays):
+        arr = np.asarray(values)
+        if arr.ndim == 0 or arr.shape[0] != keys.shape[0]:
+            raise ValueError(f"arrays[{i}]: expected {keys.shape[0]} rows, got shape {arr.shape}")
+        columns.append(arr)
+    values = [metric(*(col[keys == g] for col in columns), **kwargs) for g in np.unique(keys)]
+    return float(np.mean(values))
+
+
+# ----------------------------------------------------------------------------- bundles
+def regression_metrics_gaussian(y, mean, std, *, rio_z: bool = False) -> dict[str, float]:
+    """All shared regression metrics for a Gaussian predictive N(mean, std^2).
+
+    Keys: mse, rmse, nlpd, ece, te, ce, cal_score, cov95, cov90, cov68, sharpness, crps.
+    ``rio_z=True`` uses RIO's rounded z values (1.96 / 1.65 / 1.0) for the coverages.
+    """
+    y = as_vector("y", y)
+    mean = as_like("mean", mean, y, "y")
+    std = as_positive_like("std", std, y, "y")
+    pit = gaussian_pit(y, mean, std)
+    mse_value = mse(y, mean)
+    ece_value = ece_iwata(pit)
+    out = {
+        "mse": mse_value,
+        "rmse": float(np.sqrt(mse_value)),
+        "nlpd": gaussian_nlpd(y, mean, std),
+        "ece": ece_value,
+        "te": total_error(mse_value, ece_value),
+        "ce": ce_qr(pit),
+        "cal_score": calibration_score(pit),
+    }
+    for level, key in ((0.95, "cov95"), (0.90, "cov90"), (0.68, "cov68")):
+        out[key] = gaussian_interval_coverage(y, mean, std, level, z=RIO_Z[level] if rio_z else None)
+    out["sharpness"] = sharpness(std)
+    out["crps"] = gaussian_crps(y, mean, std)
+    return out
+
+
+def regression_metrics_general(
+    y,
+    mean,
+    pit,
+    logpdf,
+    *,
+    std=None,
+    quantiles: Mapping[str, object] | None = None,
+    crps=None,
+) -> dict[str, float]:
+    """The same metrics for a non-Gaussian predictive given pointwise PIT and log density.
+
+    ``quantiles`` maps the predictions.parquet column names (``"q0.025"``, ``"q0.975"``, ...) to
+    arrays; a coverage is reported when both bounds of its interval are present. ``std`` (for
+    sharpness) and ``crps`` (pointwise values, averaged) are optional. Keys that cannot be computed
+    are left out.
+    """
+    y = as_vector("y", y)
+    mean = as_like("mean", mean, y, "y")
+    pit = as_probability_vector("pit", pit)
+    if pit.shape != y.shape:
+        raise ValueError(f"pit: shape {pit.shape} does not match y shape {y.shape}")
+    logpdf = np.asarray(logpdf, dtype=np.float64)
+    if logpdf.shape != y.shape:
+        raise ValueError(f"logpdf: shape {logpdf.shape} does not match y shape {y.shape}")
+    mse_value = mse(y, mean)
+    ece_value = ece_iwata(pit)
+    out = {
+        "mse": mse_value,
+        "rmse": float(np.sqrt(mse_value)),
+        "nlpd": nlpd_from_logpdf(logpdf),
+        "ece": ece_value,
+        "te": total_error(mse_value, ece_value),
+        "ce": ce_qr(pit),
+        "cal_score": calibration_score(pit),
+    }
+    quantiles = quantiles or {}
+    for level, key in ((0.95, "cov95"), (0.90, "cov90"), (0.68, "cov68")):
+        lo_col, hi_col = INTERVAL_QUANTILE_COLUMNS[level]
+        if lo_col in quantiles and hi_col in quantiles:
+            out[key] = interval_coverage(y, quantiles[lo_col], quantiles[hi_col])
+    if std is not None:
+        out["sharpness"] = sharpness(as_like("std", std, y, "y"))
+    if crps is not None:
+        out["crps"] = float(np.mean(as_like("crps", crps, y, "y")))
+    return out

@@ -1,0 +1,300 @@
+"""Build ``reports/``: an index page and one page per family (claims first, then tables beside the paper's
+numbers, figures and provenance), Markdown tables, SVG/PNG figures, and DVC metrics/plots files."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from dataclasses import dataclass
+from html import escape
+from importlib import resources
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from uqcal.io import write_json, write_text
+from uqcal.report import html as H
+from uqcal.report.claims import ClaimContext, ClaimResult, evaluate_claims
+from uqcal.report.figures import FigureContext, build_figure, pit_values
+from uqcal.report.provenance import Provenance, collect
+from uqcal.report.reference import DatasetRelation, Reference, load_reference, relate_dataset
+from uqcal.report.results import load_predictions, load_runs, load_summary
+from uqcal.report.tables import BuiltTable, build_table, to_html, to_markdown
+
+log = logging.getLogger("uqcal.report")
+
+FAMILIES = ("metareg", "rio", "qr", "fewshot", "bo")
+SPEC_KEYS = {"title", "paper", "reference", "summary", "tables", "claims", "figures", "dvc_plots"}
+
+
+def load_spec(family: str, spec_dir: Path | None = None) -> dict:
+    """Declarative page spec ``specs/<family>.yaml`` (packaged), validated at the top level."""
+    if spec_dir is not None:
+        text = (Path(spec_dir) / f"{family}.yaml").read_text()
+    else:
+        text = resources.files("uqcal.report").joinpath("specs", f"{family}.yaml").read_text()
+    spec = yaml.safe_load(text) or {}
+    unknown = set(spec) - SPEC_KEYS
+    if unknown:
+        raise ValueError(
+            f"report spec '{family}': unknown keys {sorted(unknown)}; allowed {sorted(SPEC_KEYS)}"
+        )
+    for section in ("tables", "claims", "figures"):
+        ids = [entry.get("id") for entry in spec.get(section) or []]
+        if None in ids or len(ids) != len(set(ids)):
+            raise ValueError(f"report spec '{family}': every {section} entry needs a unique 'id' (got {ids})")
+    return spec
+
+
+def dataset_registry(config: dict, base: Path) -> dict:
+    """Registry files listed under ``dataset_registry`` overlaid by the config's own ``datasets``."""
+    registry: dict = {}
+    for entry in config.get("dataset_registry") or []:
+        path = Path(entry)
+        path = path if path.is_absolute() else base / path
+        if path.exists():
+            registry.update(yaml.safe_load(path.read_text()) or {})
+    registry.update(config.get("datasets") or {})
+    return registry
+
+
+@dataclass
+class FamilyReport:
+    family: str
+    spec: dict
+    summary: pd.DataFrame
+    claims: list[ClaimResult]
+    tables: list[BuiltTable]
+    figures: list
+    datasets: list[str]
+    n_runs: int
+    reference: Reference
+
+
+def _metrics_json(summary: pd.DataFrame) -> dict:
+    """Nested {dataset: {setting: {method: {metric: mean}}}} for ``dvc metrics show``."""
+    out: dict = {}
+    for rec in summary.itertuples(index=False):
+        if pd.isna(rec.mean):
+            continue
+        out.setdefault(rec.dataset, {}).setdefault(str(rec.setting), {}).setdefault(rec.method, {})[
+            rec.metric
+        ] = round(float(rec.mean), 6)
+    return out
+
+
+def _dvc_plot_data(family: str, spec: dict, results_dir: Path, out_dir: Path) -> list[Path]:
+    """Per-series CSVs under ``reports/<family>/plots/<plot>/`` for ``dvc plots show`` (see dvc_plots
+    in spec)."""
+    written = []
+    for plot in spec.get("dvc_plots") or []:
+        root = Path(results_dir) / family
+        for setting_dir in sorted(p for p in root.glob("*/*") if p.is_dir()) if root.is_dir() else []:
+            dataset, setting = setting_dir.parent.name, setting_dir.name
+            for method_dir in sorted(p for p in setting_dir.iterdir() if p.is_dir()):
+                frame = load_predictions(results_dir, family, dataset, setting, method_dir.name)
+                if frame is None:
+                    continue
+                if plot["kind"] == "curve" and {plot["x"], plot["y"]} <= set(frame.columns):
+                    data = frame.groupby(plot["x"])[plot["y"]].mean().reset_index()
+                elif plot["kind"] == "calibration":
+                    pit = pit_values(frame)
+                    if pit is None:
+                        continue
+                    levels = [i / 20 for i in range(21)]
+                    data = pd.DataFrame({"p": levels, "observed": [float((pit <= p).mean()) for p in levels]})
+                else:
+                    continue
+                path = out_dir / "plots" / plot["id"] / f"{dataset}__{setting}__{method_dir.name}.csv"
+                write_text(path, data.to_csv(index=False))
+                written.append(path)
+    return written
+
+
+def build_family(
+    family: str,
+    spec: dict,
+    config: dict,
+    registry: dict,
+    results_dir: Path,
+    out_dir: Path,
+    reference_dir: Path,
+) -> FamilyReport:
+    fam_out = out_dir / family
+    runs = load_runs(results_dir, family)
+    summary = load_summary(results_dir, family, runs)
+    summary = summary.astype({"setting": str})
+    if not runs.empty:
+        runs = runs.astype({"setting": str})
+    reference = load_reference(reference_dir, spec.get("reference", family))
+    datasets = list(dict.fromkeys(list(summary["dataset"]) + list(runs["dataset"] if not runs.empty else [])))
+    relations: dict[str, DatasetRelation] = {d: relate_dataset(d, registry, reference) for d in datasets}
+    names = {**reference.method_names, **(spec.get("method_names") or {})}
+    ctx = ClaimContext(family, summary, runs, reference, relations, results_dir)
+    claims = evaluate_claims(spec.get("claims") or [], ctx)
+    tables = []
+    for table_spec in spec.get("tables") or []:
+        table = build_table(table_spec, summary, runs, reference, relations)
+        tables.append(table)
+        write_text(fam_out / "tables" / f"{table.id}.md", to_markdown(table, names))
+        write_text(fam_out / "tables" / f"{table.id}.html", to_html(table, names))
+    fig_ctx = FigureContext(family, config, summary, results_dir, fam_out / "figures", names)
+    figures = []
+    for fig_spec in spec.get("figures") or []:
+        figures.extend(build_figure(fig_spec, fig_ctx))
+    write_json(fam_out / "metrics.json", _metrics_json(summary))
+    write_json(
+        fam_out / "claims.json",
+        [
+            {
+                "id": c.id,
+                "text": c.text,
+                "verdict": c.verdict,
+                "summary": c.summary,
+                "evidence": [list(e) for e in c.evidence],
+            }
+            for c in claims
+        ],
+    )
+    _dvc_plot_data(family, spec, results_dir, fam_out)
+    n_runs = int(runs.groupby(["dataset", "setting", "method", "seed"]).ngroups) if not runs.empty else 0
+    return FamilyReport(family, spec, summary, claims, tables, figures, datasets, n_runs, reference)
+
+
+def _nav(prefix: str, families) -> list[tuple[str, str]]:
+    return [("Index", f"{prefix}index.html")] + [(f, f"{prefix}{f}/index.html") for f in families]
+
+
+def family_page(rep: FamilyReport, prov: Provenance, reference: Reference, families) -> str:
+    spec = rep.spec
+    body = [f"<p><b>Paper:</b> {escape(spec.get('paper', reference.paper))}</p>"]
+    if rep.summary.empty:
+        body.append(
+            '<p class="notrun"><b>This family was not run</b>: no results/'
+            f"{escape(rep.family)}/summary.csv and no per-run metrics.json. Claims below are "
+            "marked 'not run'; the paper's numbers are shown for reference.</p>"
+        )
+    else:
+        body.append(f"<p>{rep.n_runs} runs on datasets: {escape(', '.join(rep.datasets))}.</p>")
+    body.append(f"<h2>Claims checklist ({escape(H.claims_count(rep.claims))})</h2>")
+    body.append(H.claims_html(rep.claims))
+    body.append("<h2>Tables</h2>")
+    for table in rep.tables:
+        links = f'<p><small>Markdown: <a href="tables/{escape(table.id)}.md">tables/{escape(table.id)}.md</a></small></p>'  # noqa: E501
+        body.append(
+            f'<div class="scroll">{to_html(table, {**reference.method_names, **(spec.get("method_names") or {})})}'  # noqa: E501
+            f"</div>{links}"
+        )
+    body.append("<h2>Figures</h2>")
+    body.append(H.figures_html(rep.figures))
+    body.append("<h2>Provenance</h2>")
+    body.append(H.provenance_html(prov, rep.family, rep.datasets))
+    body.append(
+        f'<p><small>Machine-readable: <a href="metrics.json">metrics.json</a>, '
+        f'<a href="claims.json">claims.json</a>. Published numbers: '
+        f"<code>{escape(str(reference.path) if reference.path else 'none')}</code>.</small></p>"
+    )
+    return H.page(spec.get("title", rep.family), "\n".join(body), _nav("../", families))
+
+
+def index_page(reports: list[FamilyReport], prov: Provenance, title: str) -> str:
+    rows = []
+    for rep in reports:
+        status = "not run" if rep.summary.empty else f"{rep.n_runs} runs; datasets {', '.join(rep.datasets)}"
+        rows.append(
+            f'<tr><td style="text-align:left"><a href="{rep.family}/index.html">{escape(rep.family)}</a></td>'
+            f'<td style="text-align:left;white-space:normal">{escape(rep.spec.get("paper", ""))}</td>'
+            f'<td style="text-align:left;white-space:normal">{escape(status)}</td>'
+            f'<td style="text-align:left">{escape(H.claims_count(rep.claims))}</td></tr>'
+        )
+    body = [
+        "<p>What was reproduced, how close it came, and on what data: one page per paper. Each page "
+        "starts with the paper's headline claims checked on our results.</p>",
+        "<table><thead><tr><th>family</th><th>paper</th><th>runs</th><th>claims</th></tr></thead><tbody>",
+        *rows,
+        "</tbody></table>",
+        "<h2>Provenance</h2>",
+        H.provenance_html(prov),
+    ]
+    return H.page(title, "\n".join(body), _nav("", [r.family for r in reports]))
+
+
+def build_reports(
+    config: dict,
+    config_path: str,
+    results_dir: Path,
+    out_dir: Path,
+    data_dir: Path,
+    logs_dir: Path,
+    reference_dir: Path | None = None,
+    families: list[str] | None = None,
+    spec_dir: Path | None = None,
+) -> Path:
+    """Write ``out_dir/index.html`` and ``out_dir/<family>/...``; return the index path."""
+    results_dir, out_dir, data_dir, logs_dir = map(Path, (results_dir, out_dir, data_dir, logs_dir))
+    base = Path.cwd()
+    if reference_dir is None:
+        candidate = Path(config_path).resolve().parent / "reference"
+        reference_dir = candidate if candidate.is_dir() else base / "config" / "reference"
+    families = list(families or FAMILIES)
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown:
+        raise ValueError(f"unknown report families {unknown}; known: {list(FAMILIES)}")
+    registry = dataset_registry(config, base)
+    prov = collect(config_path, base, logs_dir, data_dir)
+    reports = []
+    for family in families:
+        spec = load_spec(family, spec_dir)
+        log.info("report: building %s", family)
+        rep = build_family(family, spec, config, registry, results_dir, out_dir, Path(reference_dir))
+        write_text(out_dir / family / "index.html", family_page(rep, prov, rep.reference, families))
+        reports.append(rep)
+    title = (config.get("report") or {}).get("title", "uqcal reports")
+    index = out_dir / "index.html"
+    write_text(index, index_page(reports, prov, title))
+    write_json(
+        out_dir / "claims_summary.json", {r.family: {c.id: c.verdict for c in r.claims} for r in reports}
+    )
+    return index
+
+
+def add_report_subparser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("report", help="build reports/ from results/ (HTML, Markdown, figures)")
+    parser.add_argument("--configfile", "--config", dest="configfile", default="config/config.yaml")
+    parser.add_argument("--results", default="results")
+    parser.add_argument("--out", default="reports")
+    parser.add_argument("--data", default="data")
+    parser.add_argument("--logs", default="logs")
+    parser.add_argument("--families", nargs="*", default=None)
+    parser.set_defaults(func=main_report)
+    return parser
+
+
+def main_report(args) -> int:
+    config = yaml.safe_load(Path(args.configfile).read_text()) or {}
+    index = build_reports(
+        config,
+        args.configfile,
+        Path(args.results),
+        Path(args.out),
+        Path(args.data),
+        Path(args.logs),
+        families=args.families,
+    )
+    print(index)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m uqcal.report.build")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_report_subparser(sub)
+    import sys
+
+    args = parser.parse_args(["report", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

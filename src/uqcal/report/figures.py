@@ -1,0 +1,459 @@
+"""Generic figure builders over the artifact contract. Each builder takes its spec entry and the family's
+inputs and returns rendered figures, or a ``Skipped`` note naming the missing input (shown on the page)."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+from scipy import stats  # noqa: E402
+
+from uqcal.io import write_bytes  # noqa: E402
+from uqcal.report.results import load_predictions  # noqa: E402
+
+plt.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "uqcal", "figure.dpi": 100})
+
+
+@dataclass
+class Rendered:
+    title: str
+    caption: str
+    stem: str  # file stem under <family>/figures/
+    files: dict[str, Path] = field(default_factory=dict)  # "svg"/"png" -> path
+
+
+@dataclass
+class Skipped:
+    title: str
+    reason: str
+
+
+@dataclass
+class FigureContext:
+    family: str
+    config: dict
+    summary: pd.DataFrame
+    results_dir: Path
+    out_dir: Path  # reports/<family>/figures
+    method_names: dict[str, str]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
+
+
+def save_figure(fig, out_dir: Path, stem: str) -> dict[str, Path]:
+    """Write SVG and PNG atomically; return their paths."""
+    paths = {}
+    for ext in ("svg", "png"):
+        buffer = io.BytesIO()
+        fig.savefig(
+            buffer, format=ext, bbox_inches="tight", metadata={"Date": None} if ext == "svg" else None
+        )
+        path = Path(out_dir) / f"{stem}.{ext}"
+        write_bytes(path, buffer.getvalue())
+        paths[ext] = path
+    plt.close(fig)
+    return paths
+
+
+def _keys(ctx: FigureContext, spec: dict) -> list[tuple[str, str]]:
+    """(dataset, setting) pairs with runs on disk, filtered by the spec."""
+    root = Path(ctx.results_dir) / ctx.family
+    keys = sorted({(p.parent.name, p.name) for p in root.glob("*/*") if p.is_dir()}) if root.is_dir() else []
+    if spec.get("datasets"):
+        keys = [k for k in keys if k[0] in spec["datasets"]]
+    if spec.get("settings"):
+        keys = [k for k in keys if k[1] in [str(s) for s in spec["settings"]]]
+    return keys[: int(spec.get("max_figures", 6))]
+
+
+def _methods(ctx: FigureContext, spec: dict, dataset: str, setting: str) -> list[str]:
+    root = Path(ctx.results_dir) / ctx.family / dataset / setting
+    present = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    wanted = spec.get("methods")
+    return [m for m in wanted if m in present] if wanted else present
+
+
+def _label(ctx: FigureContext, method: str) -> str:
+    return ctx.method_names.get(method, method)
+
+
+def pit_values(frame: pd.DataFrame) -> np.ndarray | None:
+    """PIT = predictive CDF at y: the ``pit`` column, else the Gaussian CDF from ``mean``/``std``."""
+    if "pit" in frame:
+        return frame["pit"].to_numpy(float)
+    if {"y", "mean", "std"} <= set(frame.columns):
+        return stats.norm.cdf((frame["y"] - frame["mean"]) / frame["std"]).astype(float)
+    return None
+
+
+def build_pit_calibration(spec: dict, ctx: FigureContext) -> list:
+    """Predicted-vs-empirical CDF (regression calibration curve): for p in (0,1), fraction of PIT ≤ p."""
+    out = []
+    levels = np.linspace(0, 1, 21)
+    for dataset, setting in _keys(ctx, spec):
+        fig, ax = plt.subplots(figsize=(4.2, 4.0))
+        drawn = 0
+        for method in _methods(ctx, spec, dataset, setting):
+            frame = load_predictions(ctx.results_dir, ctx.family, dataset, setting, method)
+            pit = None if frame is None else pit_values(frame)
+            if pit is None or len(pit) == 0:
+                continue
+            observed = [(pit <= p).mean() for p in levels]
+            ax.plot(levels, observed, marker="o", ms=2.5, label=_label(ctx, method))
+            drawn += 1
+        if not drawn:
+            plt.close(fig)
+            continue
+        ax.plot([0, 1], [0, 1], "k--", lw=1, label="ideal")
+        ax.set(
+            xlabel="predicted CDF level p",
+            ylabel="observed fraction with F(y) ≤ p",
+            title=f"{dataset} / {setting}",
+        )
+        ax.legend(fontsize=7)
+        stem = _slug(f"{spec['id']}_{dataset}_{setting}")
+        out.append(
+            Rendered(
+                f"{spec.get('title', 'Calibration')}: {dataset} / {setting}",
+                spec.get("caption", ""),
+                stem,
+                save_figure(fig, ctx.out_dir, stem),
+            )
+        )
+    return out or [
+        Skipped(spec.get("title", spec["id"]), "no predictions.parquet with pit or mean/std columns")
+    ]
+
+
+def build_reliability(spec: dict, ctx: FigureContext) -> list:
+    """Classification reliability diagram: accuracy vs confidence in equal-width bins (15 by default)."""
+    out = []
+    n_bins = int(spec.get("bins", 15))
+    edges = np.linspace(0, 1, n_bins + 1)
+    for dataset, setting in _keys(ctx, spec):
+        methods = _methods(ctx, spec, dataset, setting)
+        panels = []
+        for method in methods:
+            frame = load_predictions(ctx.results_dir, ctx.family, dataset, setting, method)
+            if frame is None or "label" not in frame:
+                continue
+            prob_cols = sorted(
+                (c for c in frame.columns if re.fullmatch(r"p\d+", c)), key=lambda c: int(c[1:])
+            )
+            if not prob_cols:
+                continue
+            probs = frame[prob_cols].to_numpy(float)
+            panels.append((method, probs.max(1), probs.argmax(1) == frame["label"].to_numpy()))
+        if not panels:
+            continue
+        fig, axes = plt.subplots(1, len(panels), figsize=(2.8 * len(panels), 3.0), squeeze=False)
+        for ax, (method, conf, correct) in zip(axes[0], panels, strict=False):
+            idx = np.clip(np.digitize(conf, edges) - 1, 0, n_bins - 1)
+            acc = [correct[idx == b].mean() if np.any(idx == b) else np.nan for b in range(n_bins)]
+            ax.bar(edges[:-1], np.nan_to_num(acc), width=1 / n_bins, align="edge", edgecolor="k", lw=0.5)
+            ax.plot([0, 1], [0, 1], "r--", lw=1)
+            ax.set(
+                title=_label(ctx, method), xlabel="confidence", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1)
+            )
+        fig.suptitle(f"{dataset} / {setting}", fontsize=9)
+        stem = _slug(f"{spec['id']}_{dataset}_{setting}")
+        out.append(
+            Rendered(
+                f"{spec.get('title', 'Reliability')}: {dataset} / {setting}",
+                spec.get("caption", ""),
+                stem,
+                save_figure(fig, ctx.out_dir, stem),
+            )
+        )
+    return out or [
+        Skipped(spec.get("title", spec["id"]), "no few-shot predictions.parquet with label and p0.. columns")
+    ]
+
+
+def build_curve(spec: dict, ctx: FigureContext) -> list:
+    """Mean over seeds of a per-run curve (``file``: x column vs y column), with a standard-error band."""
+    out = []
+    filename, x_col, y_col = spec.get("file", "predictions.parquet"), spec["x"], spec["y"]
+    for dataset, setting in _keys(ctx, spec):
+        fig, ax = plt.subplots(figsize=(4.8, 3.4))
+        drawn = 0
+        for method in _methods(ctx, spec, dataset, setting):
+            frame = load_predictions(ctx.results_dir, ctx.family, dataset, setting, method, filename)
+            if frame is None or x_col not in frame or y_col not in frame:
+                continue
+            hue = spec.get("hue")
+            groups = frame.groupby(hue) if hue and hue in frame else [(None, frame)]
+            for key, part in groups:
+                per_x = part.groupby(x_col)[y_col]
+                mean, sem = per_x.mean(), per_x.sem().fillna(0.0)
+                label = _label(ctx, method) + (f" / {key}" if key is not None else "")
+                (line,) = ax.plot(mean.index, mean.values, label=label)
+                ax.fill_between(mean.index, mean - sem, mean + sem, alpha=0.2, color=line.get_color())
+                drawn += 1
+        if not drawn:
+            plt.close(fig)
+            continue
+        ax.set(
+            xlabel=spec.get("xlabel", x_col), ylabel=spec.get("ylabel", y_col), title=f"{dataset} / {setting}"
+        )
+        if spec.get("logy"):
+            ax.set_yscale("symlog")
+        ax.legend(fontsize=7)
+        stem = _slug(f"{spec['id']}_{dataset}_{setting}")
+        out.append(
+            Rendered(
+                f"{spec.get('title', y_col)}: {dataset} / {setting}",
+                spec.get("caption", "") + " Band: ± one standard error over seeds.",
+                stem,
+                save_figure(fig, ctx.out_dir, stem),
+            )
+        )
+    return out or [
+        Skipped(spec.get("title", spec["id"]), f"no per-run {filename} with columns {x_col}, {y_col}")
+    ]
+
+
+def build_error_vs_std(spec: dict, ctx: FigureContext) -> list:
+    """Absolute error |y − mean| against predicted std, one panel per method (RIO Fig. 3-style)."""
+    out = []
+    for dataset, setting in _keys(ctx, spec):
+        panels = []
+        for method in _methods(ctx, spec, dataset, setting):
+            frame = load_predictions(ctx.results_dir, ctx.family, dataset, setting, method)
+            if frame is not None and {"y", "mean", "std"} <= set(frame.columns):
+                panels.append((method, frame))
+        if not panels:
+            continue
+        fig, axes = plt.subplots(1, len(panels), figsize=(3.0 * len(panels), 3.0), squeeze=False, sharey=True)
+        for ax, (method, frame) in zip(axes[0], panels, strict=False):
+            sns.scatterplot(x=frame["std"], y=(frame["y"] - frame["mean"]).abs(), s=6, ax=ax, linewidth=0)
+            top = float(max(frame["std"].max(), 1e-12))
+            ax.plot([0, top], [0, 1.96 * top], "r--", lw=1, label="1.96 σ")
+            ax.set(title=_label(ctx, method), xlabel="predicted std", ylabel="|y − mean|")
+        axes[0][0].legend(fontsize=7)
+        fig.suptitle(f"{dataset} / {setting}", fontsize=9)
+        stem = _slug(f"{spec['id']}_{dataset}_{setting}")
+        out.append(
+            Rendered(
+                f"{spec.get('title', 'Error vs std')}: {dataset} / {setting}",
+                spec.get("caption", ""),
+                stem,
+                save_figure(fig, ctx.out_dir, stem),
+            )
+        )
+    return out or [Skipped(spec.get("title", spec["id"]), "no predictions.parquet with y, mean, std")]
+
+
+def _param_value(ctx: FigureContext, setting: str, method: str, param: str):
+    family = (ctx.config.get("families") or {}).get(ctx.family) or {}
+    for source in (
+        ((family.get("settings") or {}).get(setting) or {}),
+        ((family.get("methods") or {}).get(method) or {}),
+    ):
+        if param in source:
+            return source[param]
+    return None
+
+
+def build_sensitivity(spec: dict, ctx: FigureContext) -> list:
+    """Metric (mean ± std over seeds) against a setting/method parameter read from the config (λ, k,
+    #tasks)."""
+    param, metric = spec["param"], spec["metric"]
+    frame = ctx.summary[ctx.summary["metric"] == metric].copy()
+    if spec.get("methods"):
+        frame = frame[frame["method"].isin(spec["methods"])]
+    frame["x"] = [
+        _param_value(ctx, str(s), m, param) for s, m in zip(frame["setting"], frame["method"], strict=False)
+    ]
+    frame = frame[frame["x"].notna()]
+    if frame.empty or frame["x"].nunique() < 2:
+        return [
+            Skipped(
+                spec.get("title", spec["id"]),
+                f"needs runs at ≥ 2 values of '{param}' (a setting or method parameter) with metric '{metric}'",  # noqa: E501
+            )
+        ]
+    frame["x"] = frame["x"].astype(float)
+    frame["series"] = (
+        frame["method"].map(lambda m: spec.get("series_label", {}).get(m, m))
+        if spec.get("series") == "method"
+        else frame["dataset"]
+    )
+    fig, ax = plt.subplots(figsize=(4.6, 3.4))
+    for name, part in frame.groupby("series"):
+        part = part.groupby("x")[["mean", "std"]].mean().sort_index()
+        ax.errorbar(
+            part.index, part["mean"], yerr=part["std"].fillna(0), marker="o", capsize=3, label=str(name)
+        )
+    if spec.get("logx"):
+        ax.set_xscale("log")
+    ax.set(xlabel=spec.get("xlabel", param), ylabel=metric)
+    ax.legend(fontsize=7)
+    stem = _slug(spec["id"])
+    return [
+        Rendered(
+            spec.get("title", f"{metric} vs {param}"),
+            spec.get("caption", ""),
+            stem,
+            save_figure(fig, ctx.out_dir, stem),
+        )
+    ]
+
+
+def build_bar(spec: dict, ctx: FigureContext) -> list:
+    """Bar chart of one summary metric per method (e.g. timing), hue = dataset, error bars = std."""
+    metric = spec["metric"]
+    frame = ctx.summary[ctx.summary["metric"] == metric]
+    if spec.get("methods"):
+        frame = frame[frame["method"].isin(spec["methods"])]
+    if frame.empty:
+        return [Skipped(spec.get("title", spec["id"]), f"no '{metric}' in the summary")]
+    frame = frame.groupby(["method", "dataset"], sort=False)[["mean", "std"]].mean().reset_index()
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * frame["method"].nunique() + 2), 3.4))
+    datasets = list(dict.fromkeys(frame["dataset"]))
+    methods = list(dict.fromkeys(frame["method"]))
+    width = 0.8 / len(datasets)
+    for j, dataset in enumerate(datasets):
+        part = frame[frame["dataset"] == dataset].set_index("method").reindex(methods)
+        ax.bar(
+            np.arange(len(methods)) + j * width,
+            part["mean"],
+            width,
+            yerr=part["std"].fillna(0),
+            capsize=2,
+            label=dataset,
+        )
+    ax.set_xticks(
+        np.arange(len(methods)) + 0.4 - width / 2, [_label(ctx, m) for m in methods], rotation=30, ha="right"
+    )
+    ax.set(ylabel=spec.get("ylabel", metric))
+    if spec.get("logy"):
+        ax.set_yscale("log")
+    ax.legend(fontsize=7)
+    stem = _slug(spec["id"])
+    return [
+        Rendered(
+            spec.get("title", metric), spec.get("caption", ""), stem, save_figure(fig, ctx.out_dir, stem)
+        )
+    ]
+
+
+def build_metric_scatter(spec: dict, ctx: FigureContext) -> list:
+    """Two summary metrics' means against each other, one point per method (RIO: RMSE vs noise variance)."""
+    x_metric, y_metric = spec["x"], spec["y"]
+    wide = (
+        ctx.summary[ctx.summary["metric"].isin([x_metric, y_metric])]
+        .pivot_table(index=["dataset", "setting", "method"], columns="metric", values="mean")
+        .reset_index()
+    )
+    if x_metric not in wide or y_metric not in wide:
+        return [
+            Skipped(spec.get("title", spec["id"]), f"needs both '{x_metric}' and '{y_metric}' in the summary")
+        ]
+    wide = wide.dropna(subset=[x_metric, y_metric])
+    if wide.empty:
+        return [Skipped(spec.get("title", spec["id"]), f"no method has both '{x_metric}' and '{y_metric}'")]
+    keys = list(dict.fromkeys(zip(wide["dataset"], wide["setting"], strict=False)))
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys), 3.2), squeeze=False)
+    for ax, (dataset, setting) in zip(axes[0], keys, strict=False):
+        part = wide[(wide["dataset"] == dataset) & (wide["setting"] == setting)]
+        ax.scatter(part[x_metric], part[y_metric])
+        for rec in part.itertuples(index=False):
+            ax.annotate(_label(ctx, rec.method), (getattr(rec, x_metric), getattr(rec, y_metric)), fontsize=7)
+        ax.set(xlabel=x_metric, ylabel=y_metric, title=f"{dataset} / {setting}")
+    stem = _slug(spec["id"])
+    return [
+        Rendered(
+            spec.get("title", f"{y_metric} vs {x_metric}"),
+            spec.get("caption", ""),
+            stem,
+            save_figure(fig, ctx.out_dir, stem),
+        )
+    ]
+
+
+def build_interval_snapshots(spec: dict, ctx: FigureContext) -> list:
+    """Predictive intervals over the domain at chosen iterations (Forrester, paper Fig. 1).
+
+    Input per run: ``snapshots.parquet`` with columns iteration, x, mean, lower, upper and optional
+    ``f`` (true function); observed points come from predictions.parquet (x, y up to that iteration).
+    """
+    filename = spec.get("file", "snapshots.parquet")
+    out = []
+    for dataset, setting in _keys(ctx, spec):
+        methods = _methods(ctx, spec, dataset, setting)
+        snaps = {}
+        for method in methods:
+            frame = load_predictions(ctx.results_dir, ctx.family, dataset, setting, method, filename)
+            if frame is not None and {"iteration", "x", "mean", "lower", "upper"} <= set(frame.columns):
+                snaps[method] = frame[frame["seed"] == frame["seed"].min()]
+        if not snaps:
+            continue
+        iterations = spec.get("iterations") or sorted(next(iter(snaps.values()))["iteration"].unique())[:4]
+        fig, axes = plt.subplots(
+            len(snaps),
+            len(iterations),
+            figsize=(2.8 * len(iterations), 2.4 * len(snaps)),
+            squeeze=False,
+            sharex=True,
+        )
+        for i, (method, frame) in enumerate(snaps.items()):
+            for j, it in enumerate(iterations):
+                ax, part = axes[i][j], frame[frame["iteration"] == it].sort_values("x")
+                ax.fill_between(part["x"], part["lower"], part["upper"], alpha=0.3)
+                ax.plot(part["x"], part["mean"], lw=1)
+                if "f" in part:
+                    ax.plot(part["x"], part["f"], "g", lw=1)
+                ax.set_title(f"{_label(ctx, method)}, it {it}", fontsize=8)
+        stem = _slug(f"{spec['id']}_{dataset}_{setting}")
+        out.append(
+            Rendered(
+                f"{spec.get('title', 'Interval snapshots')}: {dataset} / {setting}",
+                spec.get("caption", ""),
+                stem,
+                save_figure(fig, ctx.out_dir, stem),
+            )
+        )
+    return out or [
+        Skipped(
+            spec.get("title", spec["id"]),
+            f"no per-run {filename} (columns iteration, x, mean, lower, upper[, f]) written by the runs",
+        )
+    ]
+
+
+BUILDERS: dict[str, Callable] = {
+    "pit_calibration": build_pit_calibration,
+    "reliability": build_reliability,
+    "curve": build_curve,
+    "error_vs_std": build_error_vs_std,
+    "sensitivity": build_sensitivity,
+    "bar": build_bar,
+    "metric_scatter": build_metric_scatter,
+    "interval_snapshots": build_interval_snapshots,
+}
+
+
+def build_figure(spec: dict, ctx: FigureContext) -> list:
+    kind = spec.get("type")
+    if kind not in BUILDERS:
+        raise ValueError(
+            f"figures.{spec.get('id', '?')}.type: unknown figure type {kind!r}; known: {sorted(BUILDERS)}"
+        )
+    sns.set_theme(style="whitegrid", context="paper")
+    try:
+        return BUILDERS[kind](spec, ctx)
+    finally:
+        plt.close("all")

@@ -1,0 +1,167 @@
+"""Provenance shown on every report page: config + hash, git state, package versions, device, per-rule
+wall-clock from Snakemake ``benchmark:`` files and the dataset provenance records."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import pandas as pd
+
+PACKAGES = (
+    "uqcal",
+    "torch",
+    "gpytorch",
+    "botorch",
+    "numpy",
+    "scipy",
+    "pandas",
+    "scikit-learn",
+    "matplotlib",
+    "seaborn",
+    "snakemake",
+    "dvc",
+    "pyarrow",
+)
+
+
+@dataclass
+class Provenance:
+    config_path: str
+    config_sha256: str
+    git_commit: str
+    git_dirty: bool | None
+    packages: dict[str, str]
+    device: str
+    python: str
+    benchmarks: pd.DataFrame = field(default_factory=pd.DataFrame)  # rule, job, seconds, max_rss
+    datasets: dict[str, dict] = field(default_factory=dict)
+
+
+def file_sha256(path: str | Path) -> str:
+    path = Path(path)
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "missing"
+
+
+def git_state(repo: Path) -> tuple[str, bool | None]:
+    """(commit, dirty) of the repository holding ``repo``; ('unknown', None) outside git."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True, timeout=20
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=20,
+        ).stdout
+        return commit, bool(status.strip())
+    except (OSError, subprocess.SubprocessError):
+        return "unknown", None
+
+
+def package_versions(names=PACKAGES) -> dict[str, str]:
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def cpu_model() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def device_description() -> str:
+    """GPU name when CUDA is available, else the CPU model (without importing torch just for this)."""
+    if "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        if torch.cuda.is_available():
+            return f"GPU: {torch.cuda.get_device_name(0)} (CPU: {cpu_model()})"
+    elif shutil.which("nvidia-smi"):
+        try:
+            names = (
+                subprocess.run(
+                    ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                    capture_output=True,
+                    text=True,
+                    timeout=20,
+                )
+                .stdout.strip()
+                .splitlines()
+            )
+        except (OSError, subprocess.SubprocessError):
+            names = []
+        if names:
+            return f"GPU: {names[0]} (CPU: {cpu_model()})"
+    return f"CPU: {cpu_model()}"
+
+
+def read_benchmarks(logs_dir: Path) -> pd.DataFrame:
+    """Snakemake benchmark TSVs under ``<logs_dir>/bench/<rule>/...tsv`` (columns s, h:m:s, max_rss, ...)."""
+    rows = []
+    root = Path(logs_dir) / "bench"
+    for path in sorted(root.rglob("*.tsv")) if root.is_dir() else []:
+        try:
+            frame = pd.read_csv(path, sep="\t")
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+            continue
+        if "s" not in frame.columns or frame.empty:
+            continue
+        rel = path.relative_to(root)
+        rows.append(
+            {
+                "rule": rel.parts[0],
+                "job": str(rel.with_suffix(""))[len(rel.parts[0]) + 1 :] or rel.stem,
+                "seconds": float(frame["s"].mean()),
+                "max_rss_mb": float(
+                    pd.to_numeric(frame.get("max_rss", pd.Series([float("nan")])), errors="coerce").mean()
+                ),
+            }
+        )
+    return pd.DataFrame(rows, columns=["rule", "job", "seconds", "max_rss_mb"])
+
+
+def read_dataset_records(data_dir: Path, names: list[str] | None = None) -> dict[str, dict]:
+    """``data/raw/<name>.json`` provenance records (all, or only ``names``)."""
+    raw = Path(data_dir) / "raw"
+    records = {}
+    for path in sorted(raw.glob("*.json")) if raw.is_dir() else []:
+        if names is not None and path.stem not in names:
+            continue
+        try:
+            records[path.stem] = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            records[path.stem] = {"error": f"{path.name} is not valid JSON"}
+    return records
+
+
+def collect(config_path: str | Path, repo: Path, logs_dir: Path, data_dir: Path) -> Provenance:
+    commit, dirty = git_state(Path(repo))
+    return Provenance(
+        config_path=str(config_path),
+        config_sha256=file_sha256(config_path),
+        git_commit=commit,
+        git_dirty=dirty,
+        packages=package_versions(),
+        device=device_description(),
+        python=platform.python_version(),
+        benchmarks=read_benchmarks(logs_dir),
+        datasets=read_dataset_records(data_dir),
+    )

@@ -1,0 +1,84 @@
+"""Read the artifact contract: ``results/<family>/summary.csv`` and the per-run ``metrics.json`` files."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+SUMMARY_COLUMNS = ["dataset", "setting", "method", "metric", "mean", "std", "n"]
+RUN_COLUMNS = ["dataset", "setting", "method", "seed", "metric", "value"]
+_SEED_DIR = re.compile(r"^seed(\d+)$")
+
+
+def run_dirs(results_dir: Path, family: str) -> list[Path]:
+    """Every ``<dataset>/<setting>/<method>/seed<k>`` directory of a family, sorted."""
+    root = Path(results_dir) / family
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.glob("*/*/*/seed*") if p.is_dir() and _SEED_DIR.match(p.name))
+
+
+def load_runs(results_dir: Path, family: str) -> pd.DataFrame:
+    """Long table of per-run metrics (one row per run and metric) from every ``metrics.json``."""
+    rows = []
+    for run_dir in run_dirs(results_dir, family):
+        path = run_dir / "metrics.json"
+        if not path.exists():
+            continue
+        try:
+            record = json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: not valid JSON ({err})") from err
+        if not isinstance(record.get("metrics"), dict):
+            raise ValueError(f"{path}: expected a 'metrics' object")
+        dataset, setting, method = run_dir.parts[-4:-1]
+        seed = int(_SEED_DIR.match(run_dir.name).group(1))
+        for metric, value in record["metrics"].items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                rows.append((dataset, setting, method, seed, metric, float(value)))
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def summarise_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Mean, sample std and count over seeds (the fallback when summary.csv is missing)."""
+    if runs.empty:
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    grouped = runs.groupby(["dataset", "setting", "method", "metric"], sort=False)["value"]
+    out = grouped.agg(mean="mean", std="std", n="count").reset_index()
+    return out[SUMMARY_COLUMNS]
+
+
+def load_summary(results_dir: Path, family: str, runs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``summary.csv`` if present (validated), else summarised from the runs."""
+    path = Path(results_dir) / family / "summary.csv"
+    if path.exists():
+        frame = pd.read_csv(path, dtype={"dataset": str, "setting": str, "method": str, "metric": str})
+        missing = [c for c in SUMMARY_COLUMNS if c not in frame.columns]
+        if missing:
+            raise ValueError(f"{path}: missing columns {missing}; expected {SUMMARY_COLUMNS}")
+        return frame[SUMMARY_COLUMNS]
+    return summarise_runs(load_runs(results_dir, family) if runs is None else runs)
+
+
+def load_predictions(
+    results_dir: Path,
+    family: str,
+    dataset: str,
+    setting: str,
+    method: str,
+    filename: str = "predictions.parquet",
+) -> pd.DataFrame | None:
+    """All seeds' rows of one per-run file, with a ``seed`` column; None when no run has the file."""
+    root = Path(results_dir) / family / dataset / setting / method
+    frames = []
+    for path in sorted(root.glob(f"seed*/{filename}")):
+        match = _SEED_DIR.match(path.parent.name)
+        if match is None:
+            continue
+        frame = pd.read_parquet(path) if filename.endswith(".parquet") else pd.read_csv(path)
+        frame["seed"] = int(match.group(1))
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else None

@@ -1,0 +1,379 @@
+"""Paper-layout tables: rows = (dataset, setting), columns = methods, our mean ± std over seeds, bold where
+not significantly different from the row's best by a paired test at 5 %, the paper's value alongside."""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from uqcal.report.reference import DatasetRelation, Reference
+
+TESTS = ("ttest", "wilcoxon")
+
+
+def paired_pvalue(a: np.ndarray, b: np.ndarray, test: str = "ttest") -> float:
+    """Two-sided p-value of a paired test on matched seeds; 1.0 when the pairs are identical."""
+    if test not in TESTS:
+        raise ValueError(f"test must be one of {TESTS}, got {test!r}")
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    diff = a - b
+    if len(diff) < 2 or np.allclose(diff, 0.0):
+        return 1.0
+    if np.allclose(diff, diff[0]):  # a constant non-zero shift: no variance, the difference is certain
+        return 0.0
+    if test == "ttest":
+        p = stats.ttest_rel(a, b).pvalue
+    else:
+        p = stats.wilcoxon(a, b).pvalue
+    return 1.0 if math.isnan(p) else float(p)
+
+
+def not_worse_than_best(
+    per_seed: dict[str, dict[int, float]],
+    lower_is_better: bool = True,
+    test: str = "ttest",
+    alpha: float = 0.05,
+) -> tuple[str | None, set[str]]:
+    """The best method by mean and every method a paired test (over shared seeds) cannot tell apart from it.
+
+    A method sharing fewer than two seeds with the best cannot be tested and is not marked.
+    """
+    means = {m: float(np.mean(list(v.values()))) for m, v in per_seed.items() if v}
+    if not means:
+        return None, set()
+    best = (min if lower_is_better else max)(means, key=means.get)
+    marked = {best}
+    for method, values in per_seed.items():
+        if method == best or not values:
+            continue
+        shared = sorted(set(values) & set(per_seed[best]))
+        if len(shared) < 2:
+            continue
+        p = paired_pvalue([values[s] for s in shared], [per_seed[best][s] for s in shared], test)
+        if p >= alpha:
+            marked.add(method)
+    return best, marked
+
+
+@dataclass
+class Cell:
+    mean: float | None = None
+    std: float | None = None
+    n: int = 0
+    bold: bool = False
+    paper: dict | None = None  # reference record
+    verdict: str = ""  # within | outside | no spread | stand-in | ""
+
+
+@dataclass
+class Row:
+    dataset: str
+    setting: str
+    relation: DatasetRelation
+    cells: dict[tuple[str, str], Cell] = field(default_factory=dict)  # (metric, method) -> Cell
+
+
+@dataclass
+class BuiltTable:
+    id: str
+    title: str
+    caption: str
+    metrics: list[str]
+    methods: list[str]
+    rows: list[Row]
+    lower_is_better: dict[str, bool]
+    test: str
+    paper_table: dict | None
+    paper_methods: dict[str, set[str]]  # metric -> methods with any paper value in this table
+    not_run: list[str]
+    notes: list[str]
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    magnitude = abs(value)
+    if magnitude != 0 and (magnitude >= 1e4 or magnitude < 1e-3):
+        return f"{value:.2e}"
+    return f"{value:.{digits}f}"
+
+
+def spread_verdict(ours: float, paper: dict, relation: DatasetRelation) -> str:
+    """Same dataset: is our mean within the paper's mean ± reported std? Stand-in: not comparable."""
+    if relation.kind != "same":
+        return "stand-in"
+    if paper.get("std") is None:
+        return "no spread"
+    return "within" if abs(ours - float(paper["mean"])) <= float(paper["std"]) else "outside"
+
+
+def build_table(
+    spec: dict,
+    summary: pd.DataFrame,
+    runs: pd.DataFrame,
+    reference: Reference,
+    relations: dict[str, DatasetRelation],
+) -> BuiltTable:
+    """One table from its spec entry (id, title, metric(s), methods, lower_is_better, test, paper_table)."""
+    metrics = list(spec.get("metrics") or [spec["metric"]])
+    test = spec.get("test", "ttest")
+    if test not in TESTS:
+        raise ValueError(f"table {spec.get('id')!r}: test must be one of {TESTS}, got {test!r}")
+    lib = spec.get("lower_is_better", True)
+    lower = {m: (lib[m] if isinstance(lib, dict) else bool(lib)) for m in metrics}
+    alpha = float(spec.get("alpha", 0.05))
+    ours = summary[summary["metric"].isin(metrics)]
+    if spec.get("settings"):
+        ours = ours[ours["setting"].isin([str(s) for s in spec["settings"]])]
+    if spec.get("datasets"):
+        ours = ours[ours["dataset"].isin(spec["datasets"])]
+    spec_methods = list(spec.get("methods") or [])
+    present = list(dict.fromkeys(ours["method"]))
+    methods = [m for m in spec_methods if m in present] + [
+        m for m in present if m not in spec_methods and not spec.get("only_listed_methods")
+    ]
+    not_run = [m for m in spec_methods if m not in present]
+    paper_table = reference.tables.get(spec.get("paper_table", ""))
+    relevant = runs[runs["metric"].isin(metrics)] if not runs.empty else runs
+    rows: list[Row] = []
+    for (dataset, setting), block in ours.groupby(["dataset", "setting"], sort=False):
+        relation = relations.get(dataset) or DatasetRelation(dataset, None, "none")
+        row = Row(dataset, str(setting), relation)
+        for metric in metrics:
+            per_seed: dict[str, dict[int, float]] = {}
+            if not relevant.empty:
+                sel = relevant[
+                    (relevant["dataset"] == dataset)
+                    & (relevant["setting"] == setting)
+                    & (relevant["metric"] == metric)
+                    & relevant["method"].isin(methods)
+                ]
+                for method, group in sel.groupby("method"):
+                    per_seed[method] = dict(
+                        zip(group["seed"].astype(int), group["value"].astype(float), strict=False)
+                    )
+            _, marked = not_worse_than_best(per_seed, lower[metric], test, alpha)
+            for method in methods:
+                hit = block[(block["metric"] == metric) & (block["method"] == method)]
+                cell = Cell()
+                if not hit.empty:
+                    rec = hit.iloc[0]
+                    cell.mean = float(rec["mean"])
+                    cell.std = None if pd.isna(rec["std"]) else float(rec["std"])
+                    cell.n = int(rec["n"]) if not pd.isna(rec["n"]) else 0
+                    cell.bold = method in marked
+                if paper_table is not None and relation.paper is not None:
+                    cell.paper = reference.value(
+                        paper_table["id"], relation.paper, str(setting), method, metric
+                    )
+                    if cell.paper is not None and cell.mean is not None:
+                        cell.verdict = spread_verdict(cell.mean, cell.paper, relation)
+                row.cells[(metric, method)] = cell
+        rows.append(row)
+    paper_methods: dict[str, set[str]] = {m: set() for m in metrics}
+    for row in rows:
+        for (metric, method), cell in row.cells.items():
+            if cell.paper is not None:
+                paper_methods[metric].add(method)
+    notes = []
+    stand_ins = {r.dataset: r.relation for r in rows if r.relation.kind == "stand_in"}
+    for name, rel in stand_ins.items():
+        target = f"the paper's {rel.paper}" if rel.paper else "a paper dataset"
+        notes.append(
+            f"Stand-in: our dataset '{name}' stands in for {target} ({rel.note}); "
+            "paper values beside it are for a different dataset and are not comparable."
+        )
+    for name, rel in {r.dataset: r.relation for r in rows if r.relation.kind == "same"}.items():
+        notes.append(
+            f"Same data: our '{name}' is the paper's '{rel.paper}'; 'within' means our mean lies "
+            "inside the paper's mean ± reported std."
+        )
+    return BuiltTable(
+        id=spec["id"],
+        title=spec.get("title", spec["id"]),
+        caption=spec.get("caption", paper_table["caption"] if paper_table else ""),
+        metrics=metrics,
+        methods=methods,
+        rows=rows,
+        lower_is_better=lower,
+        test=test,
+        paper_table=paper_table,
+        paper_methods=paper_methods,
+        not_run=not_run,
+        notes=notes,
+    )
+
+
+def _cell_text(cell: Cell) -> str:
+    if cell.mean is None:
+        return "–"
+    text = fmt(cell.mean)
+    if cell.std is not None:
+        text += f" ± {fmt(cell.std)}"
+    return text
+
+
+def _paper_text(cell: Cell) -> str:
+    if cell.paper is None:
+        return "–"
+    text = fmt(float(cell.paper["mean"]))
+    if cell.paper.get("std") is not None:
+        text += f" ± {fmt(float(cell.paper['std']))}"
+    return f"{text} ({cell.verdict})" if cell.verdict else text
+
+
+def _headers(table: BuiltTable, names: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(metric, method, kind) per column; kind is 'ours' or 'paper'."""
+    cols = []
+    for metric in table.metrics:
+        for method in table.methods:
+            cols.append((metric, method, "ours"))
+            if method in table.paper_methods[metric]:
+                cols.append((metric, method, "paper"))
+    return cols
+
+
+def _direction(table: BuiltTable, metric: str) -> str:
+    return "↓" if table.lower_is_better[metric] else "↑"
+
+
+def to_markdown(table: BuiltTable, names: dict[str, str] | None = None) -> str:
+    names = names or {}
+    cols = _headers(table, names)
+    multi = len(table.metrics) > 1
+    head = ["dataset", "setting"] + [
+        (f"{metric} {_direction(table, metric)} " if multi or True else "")
+        + names.get(method, method)
+        + (" (paper)" if kind == "paper" else "")
+        for metric, method, kind in cols
+    ]
+    lines = [f"### {table.title}", "", table.caption, ""]
+    if not table.rows:
+        lines.append("_No results for this table (not run)._")
+    else:
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+        for row in table.rows:
+            cells = [row.relation.label(), row.setting]
+            for metric, method, kind in cols:
+                cell = row.cells[(metric, method)]
+                if kind == "paper":
+                    cells.append(_paper_text(cell))
+                else:
+                    text = _cell_text(cell)
+                    cells.append(f"**{text}**" if cell.bold and cell.mean is not None else text)
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    lines.append("")
+    lines.append(
+        f"Mean ± std over seeds. Bold: not significantly different from the row's best "
+        f"(paired {table.test} over seeds, 5 %)."
+    )
+    for note in table.notes:
+        lines.append(f"- {note}")
+    if table.not_run:
+        lines.append(f"- Not run: {', '.join(table.not_run)}.")
+    return "\n".join(lines) + "\n"
+
+
+def to_html(table: BuiltTable, names: dict[str, str] | None = None) -> str:
+    names = names or {}
+    esc = html.escape
+    cols = _headers(table, names)
+    out = [
+        f'<figure class="table" id="table-{esc(table.id)}">',
+        f"<figcaption><b>{esc(table.title)}</b>"
+        + (f" (paper: {esc(table.paper_table['table'])})" if table.paper_table else "")
+        + f". {esc(table.caption)}</figcaption>",
+    ]
+    if not table.rows:
+        out.append('<p class="notrun">No results for this table: not run.</p>')
+    else:
+        out.append('<table class="results">')
+        top = ['<th rowspan="2">dataset</th><th rowspan="2">setting</th>']
+        for metric in table.metrics:
+            span = sum(1 for c in cols if c[0] == metric)
+            top.append(f'<th colspan="{span}">{esc(metric)} {_direction(table, metric)}</th>')
+        out.append("<thead><tr>" + "".join(top) + "</tr><tr>")
+        out.append(
+            "".join(
+                f'<th class="{kind}">{esc(names.get(method, method))}{" (paper)" if kind == "paper" else ""}</th>'  # noqa: E501
+                for _, method, kind in cols
+            )
+            + "</tr></thead><tbody>"
+        )
+        for row in table.rows:
+            kind_class = {"same": "same", "stand_in": "standin"}.get(row.relation.kind, "")
+            tds = [
+                f'<td class="ds {kind_class}">{esc(row.relation.label())}</td>',
+                f"<td>{esc(row.setting)}</td>",
+            ]
+            for metric, method, kind in cols:
+                cell = row.cells[(metric, method)]
+                if kind == "paper":
+                    tds.append(
+                        f'<td class="paper {esc(cell.verdict.replace(" ", "-"))}">{esc(_paper_text(cell))}</td>'  # noqa: E501
+                    )
+                else:
+                    text = esc(_cell_text(cell))
+                    title = f' title="n={cell.n}"' if cell.mean is not None else ""
+                    tds.append(
+                        f"<td{title}><b>{text}</b></td>"
+                        if cell.bold and cell.mean is not None
+                        else f"<td{title}>{text}</td>"
+                    )
+            out.append("<tr>" + "".join(tds) + "</tr>")
+        out.append("</tbody></table>")
+    out.append('<ul class="tablenotes">')
+    out.append(
+        f"<li>Mean ± std over seeds. <b>Bold</b>: not significantly different from the row's best "
+        f"(paired {esc(table.test)} across seeds, 5 %).</li>"
+    )
+    out.extend(f"<li>{esc(note)}</li>" for note in table.notes)
+    if table.not_run:
+        out.append(f'<li class="notrun">Not run: {esc(", ".join(table.not_run))}.</li>')
+    out.append("</ul>")
+    if table.paper_table:
+        out.append(paper_table_html(table.paper_table, names))
+    out.append("</figure>")
+    return "\n".join(out)
+
+
+def paper_table_html(paper_table: dict, names: dict[str, str]) -> str:
+    """The published table as transcribed (collapsed), so it is visible even where we did not run."""
+    esc = html.escape
+    frame = pd.DataFrame(paper_table["records"])
+    frame["value"] = [
+        fmt(float(m)) + ("" if s is None or pd.isna(s) else f" ± {fmt(float(s))}")
+        for m, s in zip(frame["mean"], frame.get("std", [None] * len(frame)), strict=False)
+    ]
+    frame["column"] = [
+        f"{metric}: {names.get(method, method)}"
+        for metric, method in zip(frame["metric"], frame["method"], strict=False)
+    ]
+    wide = frame.pivot_table(
+        index=["dataset", "setting"], columns="column", values="value", aggfunc="first", sort=False
+    )
+    cols = list(dict.fromkeys(frame["column"]))
+    wide = wide.reindex(columns=cols)
+    out = [
+        f"<details><summary>Published {esc(paper_table['table'])} as transcribed</summary>",
+        '<table class="paperref"><thead><tr><th>dataset</th><th>setting</th>'
+        + "".join(f"<th>{esc(c)}</th>" for c in cols)
+        + "</tr></thead><tbody>",
+    ]
+    for (dataset, setting), values in wide.iterrows():
+        out.append(
+            f"<tr><td>{esc(str(dataset))}</td><td>{esc(str(setting))}</td>"
+            + "".join(f"<td>{esc('' if pd.isna(v) else str(v))}</td>" for v in values)
+            + "</tr>"
+        )
+    out.append("</tbody></table>")
+    if paper_table.get("note"):
+        out.append(f'<p class="note">{esc(paper_table["note"])}</p>')
+    out.append("</details>")
+    return "\n".join(out)

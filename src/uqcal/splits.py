@@ -1,0 +1,257 @@
+"""Task splits and episode samplers, deterministic given (dataset, setting parameters, seed).
+
+Formats are documented in docs/ARCHITECTURE.md. Row indices always index ``Table.frame``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from uqcal.data import Table
+
+
+def _rng(*parts) -> np.random.Generator:
+    keys = [p if isinstance(p, int) else zlib.crc32(str(p).encode()) for p in parts]
+    return np.random.default_rng(keys)
+
+
+def _fractions(values: Sequence[float], name: str) -> np.ndarray:
+    arr = np.asarray(values, dtype=float)
+    if arr.shape != (3,) or np.any(arr < 0) or not np.isclose(arr.sum(), 1.0):
+        raise ValueError(f"{name} must be three non-negative fractions summing to 1, got {list(values)}")
+    return arr
+
+
+def _partition(items: np.ndarray, fractions: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+    items = items[rng.permutation(len(items))]
+    n = len(items)
+    n_train = int(round(fractions[0] * n))
+    n_val = int(round(fractions[1] * n))
+    return [items[:n_train], items[n_train : n_train + n_val], items[n_train + n_val :]]
+
+
+# ----------------------------------------------------------------------------------------- metareg
+def task_rows(table: Table) -> dict:
+    tasks = table.task
+    order = np.argsort(tasks, kind="stable")
+    uniq, starts = np.unique(tasks[order], return_index=True)
+    bounds = list(starts) + [len(order)]
+    return {_plain(t): order[bounds[i] : bounds[i + 1]] for i, t in enumerate(uniq)}
+
+
+def _plain(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def sample_task_episodes(
+    rows_by_task: dict,
+    tasks: Sequence,
+    n_support: int,
+    n_query: int,
+    n_episodes: int,
+    rng: np.random.Generator,
+) -> tuple[list, np.ndarray, np.ndarray]:
+    """Sample ``n_episodes`` (task, support, query) triples; support and query are disjoint rows."""
+    chosen = rng.choice(len(tasks), size=n_episodes, replace=n_episodes > len(tasks))
+    support = np.empty((n_episodes, n_support), dtype=np.int64)
+    query = np.empty((n_episodes, n_query), dtype=np.int64)
+    episode_tasks = []
+    for e, t_idx in enumerate(chosen):
+        task = tasks[t_idx]
+        rows = rows_by_task[task]
+        if len(rows) < n_support + n_query:
+            raise ValueError(f"task {task!r} has {len(rows)} rows < N_S + N_Q = {n_support + n_query}")
+        picked = rng.choice(rows, size=n_support + n_query, replace=False)
+        support[e], query[e] = picked[:n_support], picked[n_support:]
+        episode_tasks.append(task)
+    return episode_tasks, support, query
+
+
+def multitask_split(table: Table, params: dict, seed: int) -> dict:
+    n_support, n_query = int(params["n_support"]), int(params.get("n_query", 30))
+    min_size = int(params.get("min_task_size", n_support + n_query))
+    if min_size < n_support + n_query:
+        raise ValueError(f"split.min_task_size={min_size} < n_support + n_query = {n_support + n_query}")
+    rows = task_rows(table)
+    eligible = np.array(sorted(t for t, r in rows.items() if len(r) >= min_size), dtype=object)
+    if len(eligible) < 3:
+        raise ValueError(f"dataset {table.name!r}: only {len(eligible)} tasks with >= {min_size} rows")
+    # The task split depends on the seed only, so every N_S setting shares it.
+    train, val, test = _partition(eligible, _fractions(params.get("task_fractions", [0.6, 0.2, 0.2]),
+                                                       "split.task_fractions"), _rng(table.name, "tasks", seed))
+    episode_rng = _rng(table.name, "episodes", n_support, seed)
+
+    def fixed_episodes(tasks: np.ndarray, per_task: int) -> list[dict]:
+        episodes = []
+        for task in tasks:
+            for _ in range(per_task):
+                _, s, q = sample_task_episodes(rows, [task], n_support, n_query, 1, episode_rng)
+                episodes.append({"task": _plain(task), "support": s[0].tolist(), "query": q[0].tolist()})
+        return episodes
+
+    return {
+        "tasks": {"train": [_plain(t) for t in train], "val": [_plain(t) for t in val],
+                  "test": [_plain(t) for t in test]},
+        "dropped_tasks": sorted(_plain(t) for t, r in rows.items() if len(r) < min_size),
+        "n_support": n_support,
+        "n_query": n_query,
+        "val_episodes": fixed_episodes(val, int(params.get("val_episodes_per_task", 1))),
+        "test_episodes": fixed_episodes(test, int(params.get("test_episodes_per_task", 1))),
+    }
+
+
+# ----------------------------------------------------------------------------------------- single task
+def _standardisation(table: Table, train: np.ndarray) -> dict:
+    X, y = table.X[train], table.y[train]
+    x_std = X.std(axis=0)
+    return {
+        "x_mean": X.mean(axis=0).tolist(),
+        "x_std": np.where(x_std > 0, x_std, 1.0).tolist(),  # constant columns stay unscaled
+        "y_mean": float(y.mean()),
+        "y_std": float(y.std()) if y.std() > 0 else 1.0,
+    }
+
+
+def holdout_split(table: Table, params: dict, seed: int) -> dict:
+    fixed = table.spec.get("fixed_split")
+    n = len(table.frame)
+    if fixed:  # e.g. YearPredictionMSD: the first n_train rows train, the rest test
+        train = np.arange(int(fixed["n_train"]))
+        test = np.arange(int(fixed["n_train"]), n)
+    else:
+        frac = float(params.get("test_fraction", 0.2))
+        if not 0 < frac < 1:
+            raise ValueError(f"test_fraction must be in (0, 1), got {frac}")
+        perm = _rng(table.name, "holdout", seed).permutation(n)
+        n_test = int(round(frac * n))
+        test, train = np.sort(perm[:n_test]), np.sort(perm[n_test:])
+    return {"train": train.tolist(), "test": test.tolist(), **_standardisation(table, train)}
+
+
+def kfold_split(table: Table, params: dict, seed: int) -> dict:
+    from sklearn.model_selection import KFold
+
+    folds = int(params.get("folds", 5))
+    if table.spec.get("fixed_split"):
+        return {**holdout_split(table, params, seed), "repeat": 0, "fold": 0}
+    repeat, fold = divmod(seed, folds)
+    splitter = KFold(n_splits=folds, shuffle=True, random_state=int(_rng(table.name, "kfold", repeat).integers(2**31)))
+    train, test = list(splitter.split(np.arange(len(table.frame))))[fold]
+    return {"train": train.tolist(), "test": test.tolist(), "repeat": repeat, "fold": fold,
+            **_standardisation(table, train)}
+
+
+# ----------------------------------------------------------------------------------------- few-shot
+def class_rows(labels: np.ndarray) -> dict[str, np.ndarray]:
+    order = np.argsort(labels, kind="stable")
+    uniq, starts = np.unique(labels[order], return_index=True)
+    bounds = list(starts) + [len(order)]
+    return {str(c): order[bounds[i] : bounds[i + 1]] for i, c in enumerate(uniq)}
+
+
+def sample_fewshot_episode(
+    rows_by_class: dict[str, np.ndarray],
+    classes: Sequence[str],
+    n_way: int,
+    k_shot: int,
+    n_query: int,
+    rng: np.random.Generator,
+) -> dict:
+    """One N-way K-shot episode. The label of a row is the index of its class in ``classes`` (class-major)."""
+    if len(classes) < n_way:
+        raise ValueError(f"need >= {n_way} classes for a {n_way}-way episode, have {len(classes)}")
+    picked = [classes[i] for i in rng.choice(len(classes), size=n_way, replace=False)]
+    support, query = [], []
+    for c in picked:
+        rows = rows_by_class[c]
+        if len(rows) < k_shot + n_query:
+            raise ValueError(f"class {c!r} has {len(rows)} examples < k_shot + n_query = {k_shot + n_query}")
+        chosen = rng.choice(rows, size=k_shot + n_query, replace=False)
+        support += chosen[:k_shot].tolist()
+        query += chosen[k_shot:].tolist()
+    return {"classes": picked, "support": support, "query": query}
+
+
+def fewshot_split(table: Table, params: dict, seed: int) -> dict:
+    n_way, k_shot = int(params["n_way"]), int(params["k_shot"])
+    n_query_test = int(params.get("n_query_test", 15))
+    labels = table.y
+    rows = class_rows(labels)
+    rng = _rng(table.name, "classes", seed)
+    fractions = _fractions(params.get("class_fractions", [0.6, 0.2, 0.2]), "split.class_fractions")
+    domain = table.domain
+    min_rows = k_shot + max(n_query_test, int(params.get("n_query_train", 16)))
+    usable = np.array(sorted(c for c, r in rows.items() if len(r) >= min_rows), dtype=object)
+    class_domain = {c: (domain[rows[c][0]] if domain is not None else "all") for c in usable}
+    group = table.group if params.get("group_disjoint", True) else None
+    class_group = {c: (group[rows[c][0]] if group is not None else c) for c in usable}
+
+    def split_by_group(classes: np.ndarray, fr: np.ndarray) -> list[np.ndarray]:
+        groups = np.array(sorted({class_group[c] for c in classes}), dtype=object)
+        if len(groups) >= 3:
+            g_train, g_val, g_test = _partition(groups, fr, rng)
+            return [np.array([c for c in classes if class_group[c] in set(g)], dtype=object)
+                    for g in (g_train, g_val, g_test)]
+        return _partition(classes, fr, rng)
+
+    if domain is not None and set(class_domain.values()) >= {"train", "test"}:
+        # Cross-domain: train/val classes from the source domain, test classes = the target domain.
+        source = np.array([c for c in usable if class_domain[c] == "train"], dtype=object)
+        fr = np.array([fractions[0], fractions[1], 0.0]) / (fractions[0] + fractions[1])
+        train, val, _ = split_by_group(source, fr)
+        test = np.array([c for c in usable if class_domain[c] == "test"], dtype=object)
+    else:
+        train, val, test = split_by_group(usable, fractions)
+    for part, name in ((train, "train"), (val, "val"), (test, "test")):
+        if len(part) < n_way:
+            raise ValueError(f"dataset {table.name!r}: {name} split has {len(part)} classes < n_way={n_way}")
+    ep_rng = _rng(table.name, "episodes", n_way, k_shot, seed)
+    val_eps = [sample_fewshot_episode(rows, list(val), n_way, k_shot, n_query_test, ep_rng)
+               for _ in range(int(params.get("n_val_episodes", 100)))]
+    test_eps = [sample_fewshot_episode(rows, list(test), n_way, k_shot, n_query_test, ep_rng)
+                for _ in range(int(params.get("n_test_episodes", 600)))]
+    return {
+        "classes": {"train": list(train), "val": list(val), "test": list(test)},
+        "n_way": n_way,
+        "k_shot": k_shot,
+        "n_query_train": int(params.get("n_query_train", 16)),
+        "n_query": n_query_test,
+        "val_episodes": val_eps,
+        "test_episodes": test_eps,
+    }
+
+
+# ----------------------------------------------------------------------------------------- BO
+def initial_design_split(table: Table, params: dict, seed: int) -> dict:
+    """Initial design shared by every BO method of a repeat (paired runs)."""
+    frame = table.frame
+    if not {"lower", "upper"} <= set(frame.columns):
+        raise ValueError(f"objective {table.name!r}: raw table needs `lower` and `upper` columns")
+    lower = frame["lower"].to_numpy(float)
+    upper = frame["upper"].to_numpy(float)
+    if params.get("initial_design") is not None:
+        initial = np.asarray(params["initial_design"], dtype=float)
+        if initial.ndim != 2 or initial.shape[1] != len(lower):
+            raise ValueError(f"initial_design must be a list of {len(lower)}-dimensional points")
+    else:
+        n_init = int(params.get("n_init", 3))
+        initial = _rng(table.name, "design", seed).uniform(lower, upper, size=(n_init, len(lower)))
+    return {"objective": table.name, "initial_x": initial.tolist(), "bounds": [lower.tolist(), upper.tolist()]}
+
+
+SPLITTERS = {
+    "metareg": multitask_split,
+    "rio": holdout_split,
+    "qr": kfold_split,
+    "fewshot": fewshot_split,
+    "bo": initial_design_split,
+}
+
+
+def make_split(family: str, table: Table, params: dict, seed: int) -> dict:
+    split = SPLITTERS[family](table, params, seed)
+    split.update({"family": family, "dataset": table.name, "seed": seed})
+    return split

@@ -1,0 +1,196 @@
+"""Claims engine on constructed inputs whose answers are known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_report_tree import bo_predictions, write_run
+
+from uqcal.report.claims import HELD, NOT_HELD, NOT_RUN, ClaimContext, evaluate_claim
+from uqcal.report.reference import DatasetRelation, Reference
+
+
+def summary_of(rows):
+    return pd.DataFrame(rows, columns=["dataset", "setting", "method", "metric", "mean", "std", "n"])
+
+
+def ctx_of(summary, runs=None, reference=None, relations=None, results_dir=None):
+    runs = (
+        runs
+        if runs is not None
+        else pd.DataFrame(columns=["dataset", "setting", "method", "seed", "metric", "value"])
+    )
+    return ClaimContext(
+        "metareg", summary, runs, reference or Reference("metareg"), relations or {}, results_dir
+    )
+
+
+SUMMARY = summary_of(
+    [
+        ("ozone", "ns10", "metacal", "ece", 0.10, 0.01, 3),
+        ("ozone", "ns10", "mdkl", "ece", 0.15, 0.01, 3),
+        ("ozone", "ns20", "metacal", "ece", 0.08, 0.01, 3),
+        ("ozone", "ns20", "mdkl", "ece", 0.07, 0.01, 3),
+        ("exam", "ns10", "metacal", "ece", 0.05, 0.01, 3),
+        ("exam", "ns10", "mdkl", "ece", 0.09, 0.01, 3),
+    ]
+)
+
+
+def claim(check, cid="c"):
+    return {"id": cid, "text": "t", "check": check}
+
+
+def test_less_than_every_row_and_fraction():
+    res = evaluate_claim(
+        claim({"kind": "less_than", "metric": "ece", "a": "metacal", "b": "mdkl"}), ctx_of(SUMMARY)
+    )
+    assert res.verdict == NOT_HELD  # ozone/ns20 breaks it
+    assert [ok for _, _, ok in res.evidence] == [True, False, True]
+    assert "0.070" in res.evidence[1][1] and "0.080" in res.evidence[1][1]
+    res = evaluate_claim(
+        claim(
+            {"kind": "less_than", "metric": "ece", "a": "metacal", "b": "mdkl", "scope": {"at_least": 0.6}}
+        ),
+        ctx_of(SUMMARY),
+    )
+    assert res.verdict == HELD
+    res = evaluate_claim(
+        claim({"kind": "less_than", "metric": "ece", "a": "metacal", "b": "mdkl", "settings": ["ns10"]}),
+        ctx_of(SUMMARY),
+    )
+    assert res.verdict == HELD and len(res.evidence) == 2
+    res = evaluate_claim(
+        claim({"kind": "greater_than", "metric": "ece", "a": "mdkl", "b": "metacal", "datasets": ["exam"]}),
+        ctx_of(SUMMARY),
+    )
+    assert res.verdict == HELD
+
+
+def test_absent_method_is_not_run_never_dropped():
+    res = evaluate_claim(
+        claim({"kind": "less_than", "metric": "ece", "a": "metacal", "b": "wo_r"}), ctx_of(SUMMARY)
+    )
+    assert res.verdict == NOT_RUN and "wo_r" in res.summary
+    res = evaluate_claim(claim({"kind": "best", "metric": "te", "method": "metacal"}), ctx_of(SUMMARY))
+    assert res.verdict == NOT_RUN
+
+
+def test_best_with_significance_ties():
+    seeds = range(5)
+    noise = np.array([0.03, -0.02, 0.01, -0.04, 0.02])
+    runs = pd.DataFrame(
+        [("d", "s", "a", s, "te", 1.00 + noise[s]) for s in seeds]
+        + [("d", "s", "b", s, "te", 0.99 - noise[s]) for s in seeds]
+        + [("d", "s", "c", s, "te", 2.0 + 0.01 * s) for s in seeds],
+        columns=["dataset", "setting", "method", "seed", "metric", "value"],
+    )
+    summary = (
+        runs.groupby(["dataset", "setting", "method", "metric"])["value"]
+        .agg(mean="mean", std="std", n="count")
+        .reset_index()
+    )
+    strict = evaluate_claim(
+        claim({"kind": "best", "metric": "te", "method": "a", "ties": "strict"}), ctx_of(summary, runs)
+    )
+    assert strict.verdict == NOT_HELD  # b has the lower mean
+    tied = evaluate_claim(claim({"kind": "best", "metric": "te", "method": "a"}), ctx_of(summary, runs))
+    assert tied.verdict == HELD and "tied" in tied.evidence[0][1]
+    loser = evaluate_claim(claim({"kind": "best", "metric": "te", "method": "c"}), ctx_of(summary, runs))
+    assert loser.verdict == NOT_HELD and "significantly worse" in loser.evidence[0][1]
+
+
+def test_monotone_and_spearman():
+    summary = summary_of(
+        [("ozone", s, "metacal", "te", v, 0.0, 2) for s, v in (("ns10", 0.3), ("ns20", 0.2), ("ns30", 0.25))]
+    )
+    res = evaluate_claim(
+        claim(
+            {"kind": "monotone", "metric": "te", "method": "metacal", "settings": ["ns10", "ns20", "ns30"]}
+        ),
+        ctx_of(summary),
+    )
+    assert res.verdict == NOT_HELD
+    res = evaluate_claim(
+        claim({"kind": "monotone", "metric": "te", "method": "metacal", "settings": ["ns10", "ns20"]}),
+        ctx_of(summary),
+    )
+    assert res.verdict == HELD
+    methods = ["rio", "r_i", "r_o", "y_o", "y_io", "svgp"]
+    noise = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    rows = [("c", "h", m, "noise_variance", v, 0, 1) for m, v in zip(methods, noise, strict=False)]
+    rows += [
+        ("c", "h", m, "rmse", v**0.5, 0, 1) for m, v in zip(methods, noise, strict=False)
+    ]  # perfectly monotone
+    rows += [("d", "h", m, "noise_variance", v, 0, 1) for m, v in zip(methods, noise, strict=False)]
+    rows += [("d", "h", m, "rmse", r, 0, 1) for m, r in zip(methods, [3, 1, 6, 2, 5, 4], strict=False)]
+    res = evaluate_claim(
+        claim({"kind": "spearman", "x": "noise_variance", "y": "rmse", "methods": methods}),
+        ctx_of(summary_of(rows)),
+    )
+    assert [ok for _, _, ok in res.evidence] == [True, False] and res.verdict == NOT_HELD
+    rho = float(res.evidence[1][1].split("=")[1].split(",")[0])
+    assert rho == pytest.approx(0.371, abs=1e-3)  # scipy.stats.spearmanr([1..6], [3,1,6,2,5,4])
+
+
+def test_within_paper_spread_uses_same_datasets_only():
+    reference = Reference(
+        "rio",
+        tables={
+            "table1": {
+                "id": "table1",
+                "records": [
+                    {
+                        "dataset": "CCS",
+                        "setting": "holdout",
+                        "method": "rio",
+                        "metric": "rmse",
+                        "mean": 5.97,
+                        "std": 0.48,
+                    }
+                ],
+            }
+        },
+    )
+    relations = {
+        "concrete": DatasetRelation("concrete", "CCS", "same"),
+        "diabetes": DatasetRelation("diabetes", "CCS", "stand_in"),
+    }
+    summary = summary_of(
+        [
+            ("concrete", "holdout", "rio", "rmse", 6.40, 0.1, 3),
+            ("diabetes", "holdout", "rio", "rmse", 50.0, 0.1, 3),
+        ]
+    )
+    check = {"kind": "within_paper_spread", "paper_table": "table1", "metric": "rmse", "methods": ["rio"]}
+    res = evaluate_claim(claim(check), ctx_of(summary, reference=reference, relations=relations))
+    assert res.verdict == HELD and len(res.evidence) == 1
+    summary.loc[0, "mean"] = 6.46
+    res = evaluate_claim(claim(check), ctx_of(summary, reference=reference, relations=relations))
+    assert res.verdict == NOT_HELD
+
+
+def test_fewer_steps_on_curves(tmp_path):
+    results = tmp_path / "results"
+    fast = pd.DataFrame({"iteration": range(5), "best_so_far": [3.0, 1.0, 0.5, 0.5, 0.5]})
+    slow = pd.DataFrame({"iteration": range(5), "best_so_far": [3.0, 2.0, 1.5, 1.0, 1.0]})
+    for seed in range(2):
+        write_run(results, "bo", "forrester", "forrester-ucb", "calibrated", seed, {"final_best": 0.5}, fast)
+        write_run(
+            results, "bo", "forrester", "forrester-ucb", "uncalibrated", seed, {"final_best": 1.0}, slow
+        )
+    summary = summary_of([("forrester", "forrester-ucb", "calibrated", "final_best", 0.5, 0, 2)])
+    ctx = ClaimContext("bo", summary, pd.DataFrame(), Reference("bo"), {}, results)
+    res = evaluate_claim(claim({"kind": "fewer_steps", "a": "calibrated", "b": "uncalibrated"}), ctx)
+    assert res.verdict == HELD and "iteration 1 by calibrated, 3 by uncalibrated" in res.evidence[0][1]
+    res = evaluate_claim(claim({"kind": "fewer_steps", "a": "uncalibrated", "b": "calibrated"}), ctx)
+    assert res.verdict == NOT_HELD
+    assert bo_predictions(np.random.default_rng(0), 4, 0.1)["best_so_far"].is_monotonic_decreasing
+
+
+def test_unknown_kind_names_the_claim():
+    with pytest.raises(ValueError, match="claims.c.check.kind"):
+        evaluate_claim(claim({"kind": "bigger"}), ctx_of(SUMMARY))
+    with pytest.raises(ValueError, match="missing key"):
+        evaluate_claim(claim({"kind": "less_than", "metric": "ece"}), ctx_of(SUMMARY))

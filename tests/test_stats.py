@@ -1,0 +1,158 @@
+"""uqcal.stats against hand-computed statistics and scipy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from uqcal import stats as S
+
+
+def test_paired_ttest_hand():
+    # d = 1 2 3 4: mean 2.5, sd = sqrt((2.25 + .25 + .25 + 2.25) / 3) = sqrt(5/3), se = sd / 2
+    # t = 2.5 / (sqrt(5/3) / 2) = 3.872983; two-sided p = 2 * P(T_3 > t)
+    t, p = S.paired_ttest([1, 2, 3, 4], [0, 0, 0, 0])
+    assert t == pytest.approx(2.5 / (math.sqrt(5 / 3) / 2))
+    assert p == pytest.approx(2 * sps.t.sf(3.872983346207417, df=3))
+
+
+def test_paired_ttest_matches_scipy():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=10), rng.normal(0.5, size=10)
+    ref = sps.ttest_rel(a, b)
+    assert S.paired_ttest(a, b) == pytest.approx((ref.statistic, ref.pvalue))
+
+
+def test_paired_ttest_degenerate():
+    assert S.paired_ttest([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]) == (0.0, 1.0)
+    t, p = S.paired_ttest([2.0, 3.0, 4.0], [1.0, 2.0, 3.0])
+    assert t == np.inf and p == 0.0
+
+
+def test_wilcoxon_hand():
+    # d = 1 2 3 -4 5: ranks of |d| = 1..5; negative rank sum 4, positive 11 -> W = 4
+    # exact two-sided p: subsets of {1..5} with rank sum <= 4: {}, {1}, {2}, {3}, {4}, {1,2}, {1,3}
+    # -> 7 of 32 -> p = 2 * 7/32 = 0.4375
+    w, p = S.wilcoxon_test([1, 2, 3, -4, 5], [0, 0, 0, 0, 0])
+    assert w == pytest.approx(4.0)
+    assert p == pytest.approx(0.4375)
+
+
+def test_wilcoxon_matches_scipy_and_zero_case():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=12), rng.normal(0.3, size=12)
+    ref = sps.wilcoxon(a, b)
+    assert S.wilcoxon_test(a, b) == pytest.approx((ref.statistic, ref.pvalue))
+    assert S.wilcoxon_test([1.0, 2.0], [1.0, 2.0]) == (0.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "name"),
+    [([1.0, 2.0], [1.0], "a, b"), ([1.0], [1.0], "a, b"), ([[1.0, 2.0]], [1.0, 2.0], "a"),
+     ([1.0, np.nan], [1.0, 2.0], "a, b")],
+)
+def test_paired_tests_validate(a, b, name):
+    with pytest.raises(ValueError, match=name):
+        S.paired_ttest(a, b)
+    with pytest.raises(ValueError, match=name):
+        S.wilcoxon_test(a, b)
+
+
+def _samples():
+    rng = np.random.default_rng(5)
+    base = rng.normal(0.0, 1.0, size=10)  # shared split difficulty -> pairing matters
+    return {
+        "best": base + 1.00,
+        "close": base + 1.00 + rng.normal(0.0, 0.3, size=10),  # not distinguishable from best
+        "worse": base + 2.00 + rng.normal(0.0, 0.1, size=10),  # consistently 1.0 higher
+    }
+
+
+def test_best_and_ties_lower_is_better():
+    samples = _samples()
+    # brute-force reference: the best mean, then a ttest_rel against it for every other method
+    means = {k: np.mean(v) for k, v in samples.items()}
+    best = min(means, key=means.get)
+    expected = {best} | {
+        k for k, v in samples.items() if k != best and sps.ttest_rel(v, samples[best]).pvalue >= 0.05
+    }
+    result = S.best_and_ties(samples)
+    assert result == expected
+    assert "worse" not in result and best in result
+
+
+def test_best_and_ties_higher_is_better_and_wilcoxon():
+    samples = {k: -v for k, v in _samples().items()}
+    # negating the values and flipping the direction gives the same answer
+    assert S.best_and_ties(samples, lower_is_better=False, test="wilcoxon") == S.best_and_ties(
+        _samples(), test="wilcoxon"
+    )
+    assert "worse" not in S.best_and_ties(samples, lower_is_better=False, test="wilcoxon")
+    assert S.best_and_ties(samples, lower_is_better=True, test="wilcoxon") == {"worse"}
+
+
+def test_best_and_ties_series_pair_by_seed_and_untestable():
+    best = pd.Series([1.0, 1.1, 0.9, 1.0], index=[0, 1, 2, 3])
+    worse = pd.Series([3.0, 3.2, 2.9], index=[1, 2, 3])  # seed 0 missing: paired on 1..3
+    single = pd.Series([1.5], index=[0])  # one pair with best: untestable, mean differs -> excluded
+    tied_single = pd.Series([1.0], index=[7])  # no pair, but its mean equals the best mean -> kept
+    result = S.best_and_ties({"best": best, "worse": worse, "single": single, "tied": tied_single})
+    assert result == {"best", "tied"}
+
+
+def test_best_and_ties_nan_and_errors():
+    result = S.best_and_ties({"a": [1.0, 1.0, np.nan], "b": [np.nan, np.nan, np.nan]})
+    assert result == {"a"}
+    with pytest.raises(ValueError, match="samples"):
+        S.best_and_ties({"a": [1.0, 2.0], "b": [1.0]})
+    with pytest.raises(ValueError, match="test"):
+        S.best_and_ties({"a": [1.0, 2.0]}, test="anova")
+    with pytest.raises(ValueError, match="samples"):
+        S.best_and_ties({})
+
+
+def test_significantly_best():
+    samples = _samples()
+    assert S.significantly_best(samples) == set()  # "close" is not separable from "best"
+    del samples["close"]
+    assert S.significantly_best(samples) == {"best"}
+    assert S.significantly_best(samples, lower_is_better=False) == {"worse"}
+
+
+def test_spearman():
+    assert S.spearman([1, 2, 3, 4], [10, 20, 25, 100])[0] == pytest.approx(1.0)
+    assert S.spearman([1, 2, 3, 4], [4, 3, 2, 1])[0] == pytest.approx(-1.0)
+    a, b = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2.0, 1.0, 4.0, 3.0, 6.0, 5.0]
+    ref = sps.spearmanr(a, b)
+    assert S.spearman(a, b) == pytest.approx((ref.statistic, ref.pvalue))
+    # rank differences all 1 -> rho = 1 - 6 * 6 / (6 * 35) = 1 - 36/210 = 0.828571
+    assert S.spearman(a, b)[0] == pytest.approx(1 - 36 / 210)
+
+
+def test_mean_std_n():
+    # [1, 2, 3, 4]: mean 2.5, std ddof=1 = sqrt(5/3)
+    assert S.mean_std_n([1, 2, 3, 4]) == pytest.approx((2.5, math.sqrt(5 / 3), 4))
+    assert S.mean_std_n([5.0]) == (5.0, 0.0, 1)
+    assert S.mean_std_n([1.0, np.nan, 3.0]) == pytest.approx((2.0, math.sqrt(2.0), 2))
+    mean, std, n = S.mean_std_n([])
+    assert n == 0 and math.isnan(mean) and math.isnan(std)
+    # s.e. = sqrt(5/3) / 2
+    assert S.standard_error([1, 2, 3, 4]) == pytest.approx(math.sqrt(5 / 3) / 2)
+
+
+def test_bootstrap_ci():
+    rng = np.random.default_rng(2)
+    values = rng.normal(10.0, 1.0, size=40)
+    lo, hi = S.bootstrap_ci(values, n_resamples=500, seed=0)
+    assert lo < values.mean() < hi
+    # percentile interval of a mean is about mean +- 1.96 s / sqrt(n)
+    half = 1.96 * values.std(ddof=1) / math.sqrt(40)
+    assert hi - lo == pytest.approx(2 * half, rel=0.25)
+    assert S.bootstrap_ci(values, n_resamples=500, seed=0) == (lo, hi)  # deterministic
+    assert S.bootstrap_ci([3.0, 3.0, 3.0]) == (3.0, 3.0)
+    with pytest.raises(ValueError, match="values"):
+        S.bootstrap_ci([1.0])

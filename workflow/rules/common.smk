@@ -1,0 +1,56 @@
+# Shared set-up: validate the config before any job runs, and build the run plan.
+import json
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+
+from uqcal.config import (
+    ConfigError,
+    Run,
+    dataset_job,
+    iter_runs,
+    prepare_config,
+    raw_dependencies,
+    run_job,
+    split_job,
+)
+
+CONFIG_FILE = (
+    str(workflow.overwrite_configfiles[-1]) if workflow.overwrite_configfiles else "config/config.yaml"
+)
+try:
+    UQ = prepare_config(config, Path(workflow.basedir))
+except ConfigError as exc:
+    raise WorkflowError(f"invalid configuration in {CONFIG_FILE}: {exc}")
+
+FAMILY_NAMES = list(UQ["families"])
+RUNS = list(iter_runs(UQ))
+RUNS_BY_FAMILY = {f: [r for r in RUNS if r.family == f] for f in FAMILY_NAMES}
+DEPENDS = {}  # (family, method) -> method whose run directory it reuses
+for _run in RUNS:
+    _key = (_run.family, _run.method)
+    if _key not in DEPENDS:
+        DEPENDS[_key] = run_job(UQ, _run)["depends_on"]
+
+RUN_DIR = "results/{family}/{dataset}/{setting}/{method}/seed{seed}"
+TRAIN_OUTPUTS = ("model.pt", "predictions.parquet", "train_stats.json")
+
+
+wildcard_constraints:
+    family="|".join(FAMILY_NAMES) or "none",
+    dataset=r"[A-Za-z0-9_.+-]+",
+    setting=r"[A-Za-z0-9_.+-]+",
+    method=r"[A-Za-z0-9_.+-]+",
+    seed=r"\d+",
+
+
+def as_run(w):
+    return Run(w.family, w.dataset, w.setting, w.method, int(w.seed))
+
+
+def family_resource(family, key, default):
+    return (UQ["families"][family].get("resources") or {}).get(key, default)
+
+
+def job_json(job):
+    return json.dumps(job, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,44 @@
+# Data: materialise registry datasets (downloads happen here, so it is a local rule) and make splits.
+
+
+localrules:
+    materialise,
+
+
+rule materialise:
+    input:
+        lambda w: [f"data/raw/{d}.parquet" for d in raw_dependencies(UQ, w.dataset)],
+    output:
+        parquet="data/raw/{dataset}.parquet",
+        provenance="data/raw/{dataset}.json",
+    params:
+        job=lambda w: job_json(dataset_job(UQ, w.dataset)),
+    log:
+        "logs/materialise/{dataset}.log",
+    benchmark:
+        "logs/bench/materialise/{dataset}.tsv"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    shell:
+        "uqcal materialise --job {params.job:q} 2> {log}"
+
+
+rule split:
+    input:
+        "data/raw/{dataset}.parquet",
+    output:
+        "data/splits/{family}/{dataset}/{setting}/seed{seed}.json",
+    params:
+        job=lambda w: job_json(split_job(UQ, w.family, w.dataset, w.setting, int(w.seed))),
+    log:
+        "logs/split/{family}/{dataset}/{setting}/seed{seed}.log",
+    benchmark:
+        "logs/bench/split/{family}/{dataset}/{setting}/seed{seed}.tsv"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    shell:
+        "uqcal split --job {params.job:q} 2> {log}"
