@@ -139,6 +139,8 @@ def build_family(
         tables.append(table)
         write_text(fam_out / "tables" / f"{table.id}.md", to_markdown(table, names))
         write_text(fam_out / "tables" / f"{table.id}.html", to_html(table, names))
+    for sub in ("figures", "tables"):  # always present: Snakemake declares them as directory outputs
+        (fam_out / sub).mkdir(parents=True, exist_ok=True)
     fig_ctx = FigureContext(family, config, summary, results_dir, fam_out / "figures", names)
     figures = []
     for fig_spec in spec.get("figures") or []:
