@@ -27,7 +27,7 @@ def main() -> None:
         y = torch.randn(n)
         raw = torch.randn(n, 2, requires_grad=True)
 
-        def step(regulariser=None):
+        def step(regulariser=None, raw=raw, y=y):
             mean, std = raw[:, 0], torch.nn.functional.softplus(raw[:, 1]) + 0.1
             loss = gaussian_nll(y, mean, std)
             if regulariser is not None:
