@@ -142,7 +142,11 @@ def build_smoke_like_tree(root: Path, seeds: int = 4) -> dict:
                 "cv5",
                 method,
                 seed,
-                {"ce": ce + rng.normal(), "rmse": 8.8 + 0.2 * rng.normal(), "nll": 3.6 + 0.03 * rng.normal()},
+                {
+                    "ce": ce + rng.normal(),
+                    "rmse": 8.8 + 0.2 * rng.normal(),
+                    "nlpd": 3.6 + 0.03 * rng.normal(),
+                },
                 gaussian_predictions(rng, 50, 1.0).assign(
                     pit=lambda f: stats.norm.cdf((f["y"] - f["mean"]) / f["std"])
                 ),
