@@ -148,7 +148,7 @@ def check_page(page: Path, screenshot_dir: Path) -> list[str]:
 @pytest.fixture(scope="session")
 def generated_reports(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("report-site")
-    tree = build_smoke_like_tree(root, seeds=3)
+    tree = build_smoke_like_tree(root, seeds=3, rio_datasets=("concrete",))
     build_reports(
         tree["config"],
         str(tree["config_path"]),

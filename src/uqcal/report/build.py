@@ -278,7 +278,12 @@ def add_report_subparser(subparsers) -> argparse.ArgumentParser:
 
 
 def main_report(args) -> int:
-    config = yaml.safe_load(Path(args.configfile).read_text()) or {}
+    try:  # the validated, registry-merged config when the spine's loader is present
+        from uqcal.config import load_config
+
+        config = load_config(args.configfile)
+    except ImportError:
+        config = yaml.safe_load(Path(args.configfile).read_text()) or {}
     index = build_reports(
         config,
         args.configfile,
