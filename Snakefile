@@ -22,3 +22,9 @@ rule all:
         expand("results/{family}/summary.csv", family=FAMILY_NAMES),
         "reports/index.html",
     default_target: True
+
+
+onsuccess:
+    # Keep DVC in step with what Snakemake produced: same plan, outputs committed to the DVC cache.
+    if Path(".dvc").is_dir():
+        shell("uqcal dvc-sync --config {CONFIG_FILE:q} --commit")

@@ -176,6 +176,20 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_dvc_sync(args) -> int:
+    from uqcal.config import repo_root_for
+    from uqcal.dvc import dvc_commit, write_dvc_yaml
+
+    config_path = args.config or "config/config.yaml"
+    root = repo_root_for(config_path)
+    path = write_dvc_yaml(_config(args), config_path, root)
+    LOG.info("wrote %s", path)
+    if args.commit:
+        dvc_commit(root)
+        LOG.info("dvc commit done: outputs recorded in dvc.lock and the DVC cache")
+    return 0
+
+
 def cmd_validate(args) -> int:
     from uqcal.config import iter_runs
 
@@ -242,6 +256,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="reports")
     p.add_argument("--logs-dir", default="logs")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("dvc-sync", help="write dvc.yaml for a config (and `dvc commit` finished outputs)",
+                       description="Generate dvc.yaml from the same run plan as the Snakefile; with --commit, "
+                       "record the outputs of a finished run in dvc.lock and the DVC cache.")
+    p.add_argument("--config")
+    p.add_argument("--commit", action="store_true")
+    p.set_defaults(func=cmd_dvc_sync)
 
     p = sub.add_parser("validate-config", help="validate a config file and count its runs")
     p.add_argument("--config")

@@ -69,8 +69,10 @@ def prepare_config(config: dict, root: Path | None = None) -> dict:
         if not isinstance(entries, dict):
             raise ConfigError(f"dataset_registry: {rel} must map dataset names to entries")
         registry.update(entries)
-    registry.update(config.get("datasets") or {})
+    inline = config.get("datasets") or {}
+    registry.update(inline)
     config["datasets"] = registry
+    config["datasets_inline"] = sorted(inline)  # where each entry lives matters for DVC params
     config.setdefault("device", "auto")
     config.setdefault("torch_threads", 1)
     validate_schema({"families": {}, "datasets": registry}, root)

@@ -54,3 +54,15 @@ def family_resource(family, key, default):
 
 def job_json(job):
     return json.dumps(job, sort_keys=True, separators=(",", ":"))
+
+
+def train_inputs(w):
+    inputs = {
+        "split": f"data/splits/{w.family}/{w.dataset}/{w.setting}/seed{w.seed}.json",
+        "raw": f"data/raw/{w.dataset}.parquet",
+    }
+    dep = DEPENDS.get((w.family, w.method))
+    if dep:
+        base = f"results/{w.family}/{w.dataset}/{w.setting}/{dep}/seed{w.seed}"
+        inputs["depends"] = [f"{base}/{name}" for name in TRAIN_OUTPUTS]
+    return inputs

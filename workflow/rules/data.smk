@@ -17,6 +17,8 @@ rule materialise:
         "logs/materialise/{dataset}.log",
     benchmark:
         "logs/bench/materialise/{dataset}.tsv"
+    conda:
+        "../envs/uqcal.yaml"
     threads: 1
     resources:
         mem_mb=4000,
@@ -36,6 +38,8 @@ rule split:
         "logs/split/{family}/{dataset}/{setting}/seed{seed}.log",
     benchmark:
         "logs/bench/split/{family}/{dataset}/{setting}/seed{seed}.tsv"
+    conda:
+        "../envs/uqcal.yaml"
     threads: 1
     resources:
         mem_mb=4000,

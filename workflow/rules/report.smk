@@ -49,15 +49,15 @@ rule report:
     output:
         index="reports/index.html",
         **_report_outputs(),
-    params:
-        config=CONFIG_FILE,
     log:
         "logs/report.log",
     benchmark:
         "logs/bench/report/report.tsv"
+    conda:
+        "../envs/uqcal.yaml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=30,
     shell:
-        "uqcal report --config {params.config:q} --out reports 2> {log}"
+        "uqcal report --config {input.config:q} --out reports 2> {log}"

