@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import stats
-from test_report_tree import REGISTRY, write_run, write_summary
 
+from tests.test_report_tree import REGISTRY, write_run, write_summary
 from uqcal.report.reference import Reference, load_reference, relate_dataset
 from uqcal.report.results import load_runs, load_summary
 from uqcal.report.tables import build_table, not_worse_than_best, paired_pvalue, to_html, to_markdown
