@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import stats
-from test_report_tree import REGISTRY, write_run, write_summary
 
+from tests.test_report_tree import REGISTRY, write_run, write_summary
 from uqcal.report.reference import Reference, load_reference, relate_dataset
 from uqcal.report.results import load_runs, load_summary
 from uqcal.report.tables import build_table, not_worse_than_best, paired_pvalue, to_html, to_markdown
@@ -186,8 +186,13 @@ def test_target_metric_bolds_closest_to_nominal(tmp_path):
             cov = value + 0.002 * (seed % 2)
             write_run(results, "rio", "concrete", "holdout", method, seed, {"cov95": cov})
     write_summary(results, "rio")
-    table = build_table({"id": "cov", "metrics": ["cov95"], "target": {"cov95": 0.95}, "test": "wilcoxon"},
-                        load_summary(results, "rio"), load_runs(results, "rio"), Reference("rio"), {})
+    table = build_table(
+        {"id": "cov", "metrics": ["cov95"], "target": {"cov95": 0.95}, "test": "wilcoxon"},
+        load_summary(results, "rio"),
+        load_runs(results, "rio"),
+        Reference("rio"),
+        {},
+    )
     bold = {m for (_, m), cell in table.rows[0].cells.items() if cell.bold}
     assert bold == {"b"}
     assert "cov95 → 0.95" in to_markdown(table)
