@@ -1,0 +1,175 @@
+"""The pretrained network RIO augments (`nn`), App. D.1 of Qiu, Meyerson & Miikkulainen.
+
+ReLU MLP (2x64 by default), RMSprop lr 1e-3 with Keras' constants, MSE loss, at most 1000 epochs, early
+stopping with patience 10 on a seeded random 20% validation part of the training split. Like the authors'
+Keras code (EarlyStopping without restore_best_weights) the network kept is the one at the stopping epoch
+unless ``restore_best`` is set.
+
+The paper gives the NN no predictive distribution. So that the regression evaluator can score it, the
+predictions carry a homoscedastic Gaussian whose std is the RMSE of the network on its validation part
+(held out from its training, so not shrunk by overfitting). Its NLPD is ours, not a paper number.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from uqcal.api import Method
+from uqcal.methods.rio.common import apply_per_dataset, load_holdout
+
+
+def build_network(in_dim: int, hidden: int, depth: int) -> nn.Sequential:
+    try:
+        from uqcal.nn import mlp
+    except ImportError:  # pragma: no cover - until the shared builder is merged
+        layers: list[nn.Module] = []
+        width = in_dim
+        for _ in range(depth):
+            layers += [nn.Linear(width, hidden), nn.ReLU()]
+            width = hidden
+        return nn.Sequential(*layers, nn.Linear(width, 1))
+    return mlp(in_dim, 1, hidden=hidden, depth=depth)
+
+
+def train_network(
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    *,
+    hidden: int = 64,
+    depth: int = 2,
+    lr: float = 1e-3,
+    max_epochs: int = 1000,
+    patience: int = 10,
+    val_fraction: float = 0.2,
+    batch_size: int = 32,
+    restore_best: bool = False,
+    seed: int = 0,
+    progress=None,
+) -> tuple[nn.Sequential, dict]:
+    """Train the NN on standardised inputs and raw targets; returns the network and training facts."""
+    if not 0 < val_fraction < 1:
+        raise ValueError(f"val_fraction={val_fraction}: must lie in (0, 1)")
+    n = len(x_train)
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(int(rng.integers(0, 2**31 - 1)))
+    order = rng.permutation(n)
+    n_val = max(1, int(round(val_fraction * n)))
+    val_rows, fit_rows = np.sort(order[:n_val]), order[n_val:]
+    x = torch.as_tensor(x_train, dtype=torch.float32)
+    y = torch.as_tensor(y_train, dtype=torch.float32).reshape(-1, 1)
+    x_fit, y_fit, x_val, y_val = x[fit_rows], y[fit_rows], x[val_rows], y[val_rows]
+
+    net = build_network(x.shape[1], hidden, depth)
+    # Keras RMSprop(0.001): rho 0.9, epsilon 1e-7.
+    opt = torch.optim.RMSprop(net.parameters(), lr=lr, alpha=0.9, eps=1e-7)
+    loss_fn = nn.MSELoss()
+    best_val, best_state, since_best, epochs_run = np.inf, None, 0, 0
+    start = time.perf_counter()
+    epochs = range(max_epochs) if progress is None else progress(range(max_epochs), max_epochs, "nn epochs")
+    for _ in epochs:
+        net.train()
+        perm = torch.as_tensor(rng.permutation(len(fit_rows)))
+        for s in range(0, len(fit_rows), batch_size):
+            rows = perm[s : s + batch_size]
+            opt.zero_grad()
+            loss_fn(net(x_fit[rows]), y_fit[rows]).backward()
+            opt.step()
+        epochs_run += 1
+        net.eval()
+        with torch.no_grad():
+            val_loss = float(loss_fn(net(x_val), y_val))
+        if val_loss < best_val:
+            best_val, since_best = val_loss, 0
+            if restore_best:
+                best_state = {k: v.clone() for k, v in net.state_dict().items()}
+        else:
+            since_best += 1
+            if since_best >= patience:  # Keras EarlyStopping(monitor='val_loss', patience=10)
+                break
+    if restore_best and best_state is not None:
+        net.load_state_dict(best_state)
+    net.eval()
+    with torch.no_grad():
+        val_rmse = float(torch.sqrt(loss_fn(net(x_val), y_val)))
+    info = {
+        "fit_seconds": time.perf_counter() - start,
+        "epochs": epochs_run,
+        "best_val_mse": best_val,
+        "val_rmse": val_rmse,
+        "val_rows": val_rows.tolist(),
+    }
+    return net, info
+
+
+@torch.no_grad()
+def network_predict(net: nn.Module, x: np.ndarray) -> np.ndarray:
+    net.eval()
+    return net(torch.as_tensor(x, dtype=torch.float32)).reshape(-1).double().numpy()
+
+
+def load_network(run_dir) -> tuple[nn.Sequential, dict]:
+    """Rebuild the trained network saved by `nn` in ``run_dir/model.pt``."""
+    path = run_dir / "model.pt"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: the `nn` run this method depends on has no model.pt")
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    net = build_network(saved["in_dim"], saved["hidden"], saved["depth"])
+    net.load_state_dict(saved["state_dict"])
+    net.eval()
+    return net, saved
+
+
+class RioNetwork(Method):
+    """`nn`: the standard network; its predictions are the baseline row of Table 1."""
+
+    defaults = {
+        "hidden": 64,
+        "depth": 2,
+        "lr": 1e-3,
+        "max_epochs": 1000,
+        "patience": 10,
+        "val_fraction": 0.2,
+        "batch_size": 32,  # Keras' default fit batch size (the authors pass none)
+        "restore_best": False,
+        "per_dataset": {},  # {dataset: {param: value}}, e.g. the paper's 2x128 net for SC
+    }
+
+    def train(self, ctx) -> None:
+        torch.set_num_threads(int(ctx.config.get("torch_threads", 1) or 1))
+        p = apply_per_dataset(ctx.params, ctx.dataset, self.defaults)
+        data = load_holdout(ctx)
+        net, info = train_network(
+            data.x_train,
+            data.y_train,
+            hidden=int(p["hidden"]),
+            depth=int(p["depth"]),
+            lr=float(p["lr"]),
+            max_epochs=int(p["max_epochs"]),
+            patience=int(p["patience"]),
+            val_fraction=float(p["val_fraction"]),
+            batch_size=int(p["batch_size"]),
+            restore_best=bool(p["restore_best"]),
+            seed=int(ctx.rng(1).integers(0, 2**31 - 1)),
+        )
+        mean = network_predict(net, data.x_test)
+        std = np.full_like(mean, max(info["val_rmse"], 1e-12))
+        predictions = pd.DataFrame({"row": data.test_rows, "y": data.y_test, "mean": mean, "std": std})
+        model = {
+            "state_dict": net.state_dict(),
+            "in_dim": int(data.x_train.shape[1]),
+            "hidden": int(p["hidden"]),
+            "depth": int(p["depth"]),
+            "split_digest": data.split_digest,
+            "val_rows": info["val_rows"],
+        }
+        stats = {k: v for k, v in info.items() if k != "val_rows"}
+        stats["homoscedastic_std"] = float(std[0])
+        ctx.log.info(
+            "nn: %d epochs, val RMSE %.4g, %.1f s", info["epochs"], info["val_rmse"], info["fit_seconds"]
+        )
+        ctx.save_outputs(predictions, model, stats)

@@ -1,0 +1,294 @@
+"""Correctness of the rio family against independent references (gpytorch ExactGP, hand-evaluated kernels)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+
+import gpytorch
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from uqcal.api import RunContext, resolve_params
+from uqcal.methods.rio import METHODS
+from uqcal.methods.rio.rio import combined_inputs, fit_and_predict
+from uqcal.methods.rio.svgp import IOKernelSVGP, fit_svgp, io_kernel, predict_svgp
+
+torch.set_num_threads(1)
+
+
+def _toy(n=40, d=2, seed=0, noise=0.1):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-2, 2, size=(n, d))
+    yhat = np.sin(2 * x[:, 0]) + 0.3 * x[:, 1]  # a stand-in "network output"
+    y = yhat + 0.5 * np.cos(3 * x[:, 0]) + noise * rng.normal(size=n)
+    return x, yhat, y
+
+
+class _ExactGP(gpytorch.models.ExactGP):
+    def __init__(self, x, y, likelihood, kernel):
+        super().__init__(x, y, likelihood)
+        self.mean_module = gpytorch.means.ZeroMean()
+        self.covar_module = kernel
+
+    def forward(self, x):
+        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+
+def _set_hypers(kernel, values):
+    for scaled in kernel.kernels if hasattr(kernel, "kernels") else [kernel]:
+        var, ls = values[scaled.rio_role]
+        scaled.outputscale = var
+        scaled.base_kernel.lengthscale = ls
+
+
+# ------------------------------------------------------------------------------------------ I/O kernel
+def test_io_kernel_equals_sum_of_hand_evaluated_rbfs():
+    x, yhat, _ = _toy(n=7, d=3)
+    z = combined_inputs(x, yhat)
+    kernel = io_kernel("io", n_features=3).double()
+    _set_hypers(kernel, {"in": (1.7, 0.8), "out": (0.4, 1.9)})
+    got = kernel(torch.as_tensor(z)).to_dense().detach().numpy()
+
+    sq_in = ((x[:, None, :] - x[None, :, :]) ** 2).sum(-1)
+    sq_out = (yhat[:, None] - yhat[None, :]) ** 2
+    # Eq. (3) by hand.
+    want = 1.7 * np.exp(-sq_in / (2 * 0.8**2)) + 0.4 * np.exp(-sq_out / (2 * 1.9**2))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+
+    k_in = io_kernel("i", n_features=3).double()
+    _set_hypers(k_in, {"in": (1.7, 0.8)})
+    np.testing.assert_allclose(
+        k_in(torch.as_tensor(z)).to_dense().detach().numpy(), 1.7 * np.exp(-sq_in / 1.28), rtol=1e-6
+    )
+    k_out = io_kernel("o", n_features=3).double()
+    _set_hypers(k_out, {"out": (0.4, 1.9)})
+    np.testing.assert_allclose(
+        k_out(torch.as_tensor(z)).to_dense().detach().numpy(),
+        0.4 * np.exp(-sq_out / (2 * 1.9**2)),
+        rtol=1e-6,
+    )
+
+
+def test_ard_input_kernel_has_one_lengthscale_per_feature():
+    x, yhat, _ = _toy(n=5, d=3)
+    kernel = io_kernel("io", n_features=3, ard=True).double()
+    scaled_in = kernel.kernels[0]
+    scaled_in.base_kernel.lengthscale = torch.tensor([[0.5, 1.0, 2.0]], dtype=torch.float64)
+    scaled_in.outputscale = 1.0
+    kernel.kernels[1].outputscale = 0.0 + 1e-12
+    got = kernel(torch.as_tensor(combined_inputs(x, yhat))).to_dense().detach().numpy()
+    scaled = x / np.array([0.5, 1.0, 2.0])
+    want = np.exp(-0.5 * ((scaled[:, None] - scaled[None]) ** 2).sum(-1))
+    np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10)
+
+
+# ------------------------------------------------------------------------------ SVGP vs exact GP
+def _exact_posterior(x, y, xs, kernel_values, noise):
+    kernel = io_kernel("io", n_features=x.shape[1] - 1).double()
+    _set_hypers(kernel, kernel_values)
+    lik = gpytorch.likelihoods.GaussianLikelihood().double()
+    lik.noise = noise
+    gp = _ExactGP(torch.as_tensor(x), torch.as_tensor(y), lik, kernel).double()
+    gp.eval()
+    lik.eval()
+    with torch.no_grad():
+        pred = lik(gp(torch.as_tensor(xs)))
+    return pred.mean.numpy(), pred.variance.numpy(), gp, lik
+
+
+def test_svgp_with_inducing_at_training_inputs_matches_exact_gp():
+    x, yhat, y = _toy(n=30)
+    z = combined_inputs(x, yhat)
+    xt, yhat_t, _ = _toy(n=10, seed=1)
+    zt = combined_inputs(xt, yhat_t)
+    hypers = {"in": (0.6, 0.9), "out": (0.3, 1.2)}
+    noise = 0.05
+
+    kernel = io_kernel("io", n_features=2).double()
+    _set_hypers(kernel, hypers)
+    model = IOKernelSVGP(torch.as_tensor(z).clone(), kernel).double()
+    lik = gpytorch.likelihoods.GaussianLikelihood().double()
+    lik.noise = noise
+    # Only q(u) is optimised; hyperparameters and Z (= X) are fixed: the optimal q(u) is the exact posterior.
+    for p in list(kernel.parameters()) + list(lik.parameters()):
+        p.requires_grad_(False)
+    model.variational_strategy.inducing_points.requires_grad_(False)
+    elbo = gpytorch.mlls.VariationalELBO(lik, model, num_data=len(y))
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.LBFGS(params, max_iter=500, tolerance_grad=1e-9, line_search_fn="strong_wolfe")
+    train_x, train_y = torch.as_tensor(z), torch.as_tensor(y)
+    model.train()
+
+    def closure():
+        opt.zero_grad()
+        loss = -elbo(model(train_x), train_y)
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    mean, var = predict_svgp(model, lik, zt)
+    exact_mean, exact_var, gp, exact_lik = _exact_posterior(z, y, zt, hypers, noise)
+    # Agreement up to gpytorch's K_zz jitter and the optimiser's tolerance.
+    np.testing.assert_allclose(mean, exact_mean, rtol=1e-3, atol=5e-4)
+    np.testing.assert_allclose(var, exact_var, rtol=1e-3, atol=5e-5)
+
+    # With Z = X the bound is tight: ELBO == exact log marginal likelihood.
+    model.train()
+    with torch.no_grad():
+        bound = float(elbo(model(train_x), train_y)) * len(y)
+        gp.train()
+        exact_lik.train()
+        exact = float(gpytorch.mlls.ExactMarginalLogLikelihood(exact_lik, gp)(gp(train_x), train_y)) * len(y)
+    assert bound == pytest.approx(exact, abs=1e-2)
+
+
+def test_fit_svgp_with_training_inducing_points_matches_exact_gp_hyperparameters():
+    x, yhat, y = _toy(n=25, seed=3, noise=0.4)
+    z = combined_inputs(x, yhat)
+    fit = fit_svgp(z, y, kernel_inputs="i", inducing_points=z, learn_inducing=False, max_iter=300, seed=0)
+
+    # Reference: exact GP with the same kernel type and initialisation, type-II ML by L-BFGS.
+    kernel = io_kernel("i", n_features=2).double()
+    lik = gpytorch.likelihoods.GaussianLikelihood().double()
+    lik.noise = 1.0
+    gp = _ExactGP(torch.as_tensor(z), torch.as_tensor(y), lik, kernel).double()
+    gp.train()
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, gp)
+    opt = torch.optim.LBFGS(gp.parameters(), max_iter=300, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = -mll(gp(gp.train_inputs[0]), gp.train_targets)
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    assert 0.01 < fit.noise_var == pytest.approx(float(lik.noise.detach()), rel=0.05)
+    assert fit.hyperparameters["in_lengthscale"][0] == pytest.approx(
+        float(kernel.base_kernel.lengthscale.detach()), rel=0.05
+    )
+    gp.eval()
+    lik.eval()
+    xt, yhat_t, _ = _toy(n=8, seed=4)
+    zt = combined_inputs(xt, yhat_t)
+    with torch.no_grad():
+        ref = lik(gp(torch.as_tensor(zt)))
+    mean, var = predict_svgp(fit.model, fit.likelihood, zt)
+    np.testing.assert_allclose(mean, ref.mean.numpy(), atol=0.02 * np.std(y))
+    np.testing.assert_allclose(var, ref.variance.numpy(), rtol=0.05)
+
+
+# ------------------------------------------------------------------------------ predictive variance
+def test_predictive_variance_includes_noise():
+    x, yhat, y = _toy(n=40)
+    xt, yhat_t, yt = _toy(n=15, seed=2)
+    result, mean, var = fit_and_predict(
+        x, y, yhat, xt, yhat_t, target="residual", kernel_inputs="io", max_iter=50
+    )
+    with torch.no_grad():
+        latent = result.model(torch.as_tensor(combined_inputs(xt, yhat_t)))
+        latent_var = latent.variance.numpy()
+        latent_mean = latent.mean.numpy()
+    assert result.noise_var > 1e-4
+    np.testing.assert_allclose(var, latent_var + result.noise_var, rtol=1e-8)
+    np.testing.assert_allclose(mean, yhat_t + latent_mean, rtol=1e-8)  # Eq. (7)
+
+
+# ------------------------------------------------------------------------------ methods end to end
+class _Ctx(RunContext):
+    def load_data(self):
+        return self._table
+
+    def load_split(self):
+        return self._split
+
+
+def _make_ctx(tmp_path: Path, method: str, depends_dir=None, n=60, seed=0) -> _Ctx:
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(n, 3)) * np.array([1.0, 5.0, 0.1]) + 3.0
+    y = 4 * np.sin(x[:, 0]) + 0.2 * x[:, 1] + rng.normal(scale=0.3, size=n) + 20.0
+    rows = rng.permutation(n)
+    train, test = np.sort(rows[: int(0.8 * n)]), np.sort(rows[int(0.8 * n) :])
+    split = {
+        "train": train.tolist(),
+        "test": test.tolist(),
+        "x_mean": x[train].mean(0).tolist(),
+        "x_std": x[train].std(0).tolist(),
+        "y_mean": float(y[train].mean()),
+        "y_std": float(y[train].std()),
+    }
+    params = resolve_params("rio", method, {"max_epochs": 30} if method == "nn" else {"max_iter": 40})
+    ctx = _Ctx(
+        family="rio", dataset="toy", setting="holdout", method=method, seed=seed, config={"torch_threads": 1},
+        dataset_spec={}, setting_params={}, family_params={}, params=params, run_dir=tmp_path / method,
+        split_path=tmp_path / "split.json", raw_path=tmp_path / "raw.parquet", depends_dir=depends_dir,
+        device=torch.device("cpu"), log=logging.getLogger("test_rio"),
+    )  # fmt: skip
+    ctx._table = SimpleNamespace(X=x, y=y)
+    ctx._split = split
+    return ctx
+
+
+EXPECTED = {
+    "rio": ("residual", {"in", "out"}),
+    "r_i": ("residual", {"in"}),
+    "r_o": ("residual", {"out"}),
+    "y_o": ("y", {"out"}),
+    "y_io": ("y", {"in", "out"}),
+    "svgp": ("y", {"in"}),
+}
+
+
+def test_every_variant_uses_the_kernel_and_target_its_name_says(tmp_path):
+    nn_ctx = _make_ctx(tmp_path, "nn")
+    METHODS["nn"].load_class()(nn_ctx.params).train(nn_ctx)
+    nn_pred = pd.read_parquet(nn_ctx.run_dir / "predictions.parquet")
+    assert set(EXPECTED) <= set(METHODS)
+    for name, (target, roles) in EXPECTED.items():
+        entry = METHODS[name]
+        assert entry.depends_on == "nn"
+        ctx = _make_ctx(tmp_path, name, depends_dir=nn_ctx.run_dir)
+        entry.load_class()(ctx.params).train(ctx)
+        saved = torch.load(ctx.run_dir / "model.pt", weights_only=False)
+        assert saved["target"] == target and saved["kernel_inputs"] == {"in": "i", "out": "o"}.get(
+            "".join(sorted(roles)), "io"
+        )
+        pred = pd.read_parquet(ctx.run_dir / "predictions.parquet")
+        np.testing.assert_allclose(pred["nn_mean"], nn_pred["mean"], rtol=1e-6)  # the same network
+
+        # Rebuild the GP from its saved state: its kernel reads exactly the named columns ...
+        kernel = io_kernel(saved["kernel_inputs"], saved["n_features"])
+        model = IOKernelSVGP(torch.zeros(saved["model_state"]["variational_strategy.inducing_points"].shape),
+                             kernel).double()  # fmt: skip
+        model.load_state_dict(saved["model_state"])
+        assert {s.rio_role for s in (kernel.kernels if hasattr(kernel, "kernels") else [kernel])} == roles
+        stats = pd.read_json(ctx.run_dir / "train_stats.json", typ="series")
+        assert {k.split("_")[0] for k in stats["hyperparameters"]} == roles
+        assert stats["noise_var"] > 0 and stats["fit_seconds"] > 0
+
+        # ... and its mean is added to the NN output exactly for the residual variants (Eq. 7).
+        data = ctx.load_data()
+        test_rows = np.asarray(ctx.load_split()["test"])
+        xs = (data.X - np.asarray(ctx._split["x_mean"])) / np.asarray(ctx._split["x_std"])
+        with torch.no_grad():
+            gp_mean = model(torch.as_tensor(combined_inputs(xs[test_rows], pred["nn_mean"]))).mean.numpy()
+        want = pred["nn_mean"].to_numpy() + gp_mean if target == "residual" else gp_mean
+        np.testing.assert_allclose(pred["mean"], want, rtol=1e-6, atol=1e-6)
+
+
+def test_nn_std_is_its_validation_rmse_and_split_mismatch_is_refused(tmp_path):
+    nn_ctx = _make_ctx(tmp_path, "nn")
+    METHODS["nn"].load_class()(nn_ctx.params).train(nn_ctx)
+    pred = pd.read_parquet(nn_ctx.run_dir / "predictions.parquet")
+    stats = pd.read_json(nn_ctx.run_dir / "train_stats.json", typ="series")
+    np.testing.assert_allclose(pred["std"], stats["val_rmse"])
+    assert 1 <= stats["epochs"] <= 30
+
+    other = _make_ctx(tmp_path, "rio", depends_dir=nn_ctx.run_dir)
+    other._split = {**other._split, "train": other._split["train"][1:]}
+    with pytest.raises(ValueError, match="different split"):
+        METHODS["rio"].load_class()(other.params).train(other)
