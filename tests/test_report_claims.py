@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from tests.test_report_tree import bo_predictions, write_run
+from uqcal.io import write_json
 from uqcal.report.claims import HELD, NOT_HELD, NOT_RUN, ClaimContext, evaluate_claim
 from uqcal.report.reference import DatasetRelation, Reference
 
@@ -194,3 +195,22 @@ def test_unknown_kind_names_the_claim():
         evaluate_claim(claim({"kind": "bigger"}), ctx_of(SUMMARY))
     with pytest.raises(ValueError, match="missing key"):
         evaluate_claim(claim({"kind": "less_than", "metric": "ece"}), ctx_of(SUMMARY))
+
+
+def test_stats_curve_greater_reads_train_stats(tmp_path):
+    results = tmp_path / "results"
+    for seed in range(2):
+        run_dir = write_run(results, "fewshot", "g", "5w5s", "md", seed, {"acc": 50.0})
+        write_json(
+            run_dir / "train_stats.json",
+            {"inner_elbo_curves": {"md": [[-5.0, -3.0, -2.0]], "gd": [[-5.0, -4.0, -3.5 + seed]]}},
+        )
+    summary = summary_of([("g", "5w5s", "md", "acc", 50.0, 0.0, 2)])
+    ctx = ClaimContext("fewshot", summary, pd.DataFrame(), Reference("fewshot"), {}, results)
+    check = {"kind": "stats_curve_greater", "key": "inner_elbo_curves", "a": "md", "b": "gd", "method": "md"}
+    res = evaluate_claim(claim(check), ctx)  # md ends at -2.0; gd at mean(-3.5, -2.5) = -3.0
+    assert res.verdict == HELD and "md -2.000 vs gd -3.000" in res.evidence[0][1]
+    res = evaluate_claim(claim({**check, "a": "gd", "b": "md"}), ctx)
+    assert res.verdict == NOT_HELD
+    res = evaluate_claim(claim({**check, "key": "outer_loss_curve"}), ctx)
+    assert res.verdict == NOT_RUN

@@ -101,7 +101,8 @@ def _dvc_plot_data(family: str, spec: dict, results_dir: Path, out_dir: Path) ->
                 if frame is None:
                     continue
                 if plot["kind"] == "curve" and {plot["x"], plot["y"]} <= set(frame.columns):
-                    data = frame.groupby(plot["x"])[plot["y"]].mean().reset_index()
+                    last = frame.groupby(["seed", plot["x"]])[plot["y"]].last().reset_index()
+                    data = last.groupby(plot["x"])[plot["y"]].mean().reset_index()
                 elif plot["kind"] == "calibration":
                     pit = pit_values(frame)
                     if pit is None:

@@ -246,7 +246,8 @@ def check_fewer_steps(claim: dict, ctx: ClaimContext) -> ClaimResult:
             )
             if frame is None or column not in frame or x_col not in frame:
                 break
-            curves[method] = frame.groupby(x_col)[column].mean().sort_index()
+            last = frame.groupby(["seed", x_col], sort=True)[column].last().reset_index()
+            curves[method] = last.groupby(x_col)[column].mean().sort_index()
         if len(curves) < 2:
             continue
         target = curves[b].iloc[-1]
@@ -265,7 +266,38 @@ def check_fewer_steps(claim: dict, ctx: ClaimContext) -> ClaimResult:
     return _finish(claim, evidence, len(keys), f"no per-run {filename} curves for both {a} and {b}")
 
 
+def check_stats_curve_greater(claim: dict, ctx: ClaimContext) -> ClaimResult:
+    """Curves logged in train_stats.json (``key``: {name: [[...], ...]}): curve a ends higher than curve b
+    after the same number of steps (mean over logged curves), per (dataset, setting)."""
+    from uqcal.report.figures import load_stats_curves
+
+    check = claim["check"]
+    a, b, key, method = check["a"], check["b"], check["key"], check.get("method", check["a"])
+    keys = _filter(ctx.summary, check)[["dataset", "setting"]].drop_duplicates()
+    evidence = []
+    for dataset, setting in keys.itertuples(index=False):
+        if ctx.results_dir is None:
+            break
+        curves = load_stats_curves(ctx.results_dir, ctx.family, dataset, str(setting), method, key)
+        if a not in curves or b not in curves:
+            continue
+        steps = min(curves[a].shape[1], curves[b].shape[1])
+        end_a, end_b = curves[a][:, steps - 1].mean(), curves[b][:, steps - 1].mean()
+        evidence.append(
+            (
+                f"{dataset} / {setting}",
+                f"after {steps - 1} steps: {a} {fmt(end_a)} vs {b} {fmt(end_b)} "
+                f"(mean of {len(curves[a])} curves)",
+                bool(end_a > end_b),
+            )
+        )
+    return _finish(
+        claim, evidence, len(keys), f"no train_stats.json of {method} with '{key}' curves {a}, {b}"
+    )
+
+
 KINDS = {
+    "stats_curve_greater": check_stats_curve_greater,
     "less_than": check_less_than,
     "greater_than": check_greater_than,
     "best": check_best,

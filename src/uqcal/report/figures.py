@@ -201,6 +201,8 @@ def build_curve(spec: dict, ctx: FigureContext) -> list:
             hue = spec.get("hue")
             groups = frame.groupby(hue) if hue and hue in frame else [(None, frame)]
             for key, part in groups:
+                # several rows can share an x within a run (BO's initial design is iteration 0): keep the last
+                part = part.groupby(["seed", x_col], sort=True)[y_col].last().reset_index()
                 per_x = part.groupby(x_col)[y_col]
                 mean, sem = per_x.mean(), per_x.sem().fillna(0.0)
                 label = _label(ctx, method) + (f" / {key}" if key is not None else "")
@@ -439,7 +441,63 @@ def build_interval_snapshots(spec: dict, ctx: FigureContext) -> list:
     ]
 
 
+def load_stats_curves(results_dir: Path, family: str, dataset: str, setting: str, method: str, key: str):
+    """Curves stored in ``train_stats.json`` under ``key`` as {name: [[y0, y1, ...], ...]} for every seed:
+    returns {name: 2-D array (curves x steps)}, curves of unequal length truncated to the shortest."""
+    import json
+
+    root = Path(results_dir) / family / dataset / setting / method
+    collected: dict[str, list] = {}
+    for path in sorted(root.glob("seed*/train_stats.json")):
+        stats_json = json.loads(path.read_text())
+        for name, curves in (stats_json.get(key) or {}).items():
+            curves = [curves] if curves and not isinstance(curves[0], list) else curves
+            collected.setdefault(name, []).extend(curves)
+    out = {}
+    for name, curves in collected.items():
+        length = min(len(c) for c in curves) if curves else 0
+        if length:
+            out[name] = np.asarray([c[:length] for c in curves], float)
+    return out
+
+
+def build_stats_curves(spec: dict, ctx: FigureContext) -> list:
+    """Curves a method logs in train_stats.json (e.g. MD vs GD inner-loop ELBO), mean ± s.e. over curves."""
+    out = []
+    key = spec["key"]
+    for dataset, setting in _keys(ctx, spec):
+        for method in _methods(ctx, spec, dataset, setting):
+            curves = load_stats_curves(ctx.results_dir, ctx.family, dataset, setting, method, key)
+            if not curves:
+                continue
+            fig, ax = plt.subplots(figsize=(4.6, 3.4))
+            for name, values in curves.items():
+                mean = values.mean(0)
+                sem = values.std(0, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else np.zeros_like(mean)
+                steps = np.arange(len(mean))
+                (line,) = ax.plot(steps, mean, label=f"{name} (n={len(values)})")
+                ax.fill_between(steps, mean - sem, mean + sem, alpha=0.2, color=line.get_color())
+            ax.set(
+                xlabel=spec.get("xlabel", "step"),
+                ylabel=spec.get("ylabel", key),
+                title=f"{dataset} / {setting}",
+            )
+            ax.legend(fontsize=7)
+            stem = figure_stem(spec["id"], dataset, setting)
+            out.append(
+                Rendered(
+                    f"{spec.get('title', key)}: {dataset} / {setting} ({_label(ctx, method)})",
+                    spec.get("caption", ""),
+                    stem,
+                    save_figure(fig, ctx.out_dir, stem),
+                )
+            )
+            break  # one method's log suffices (every method logs the same comparison)
+    return out or [Skipped(spec.get("title", spec["id"]), f"no train_stats.json with '{key}' curves")]
+
+
 BUILDERS: dict[str, Callable] = {
+    "stats_curves": build_stats_curves,
     "pit_calibration": build_pit_calibration,
     "reliability": build_reliability,
     "curve": build_curve,
