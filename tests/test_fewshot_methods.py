@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from fewshot_fakes import FakeContext, synthetic_glyphs, synthetic_split
+from tests.fewshot_fakes import FakeContext, synthetic_glyphs, synthetic_split
 
 import uqcal.splits
 from uqcal.io import read_json

@@ -11,6 +11,7 @@ Setting parameters (config ``families.bo.settings.<objective>-<acq>``):
   acquisition: ei | pi | ucb   budget: BO iterations after the initial design   n_init: initial points
   target_tol: |best - optimum| tolerance for ``steps_to_target``
   initial_design: [[x...], ...] native coordinates, overrides the split's random design
+  initial_box: [[lo...], [hi...]] draw the n_init initial points per seed inside this box instead
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -30,7 +32,7 @@ from uqcal.methods.bo.recalibration import RECALIBRATORS, RecalibrationMap, fit_
 from uqcal.methods.bo.surrogate import KERNELS, PIT_MODES, fit_gp, heldout_pit
 from uqcal.objectives import Objective, get_objective
 
-SETTING_KEYS = {"acquisition", "budget", "n_init", "target_tol", "initial_design", "datasets"}
+SETTING_KEYS = {"acquisition", "budget", "n_init", "target_tol", "initial_design", "initial_box", "datasets"}
 
 
 def calibration_score(pit) -> float:
@@ -67,17 +69,23 @@ def setting(ctx: RunContext) -> dict:
         "n_init": int(params.get("n_init", 3)),
         "target_tol": float(params.get("target_tol", 0.05)),
         "initial_design": params.get("initial_design"),
+        "initial_box": params.get("initial_box"),
     }
 
 
 def objective_for(ctx: RunContext) -> Objective:
-    return get_objective(ctx.dataset_spec["source"])
+    # data/raw/<name>.parquet -> data/cache: the hpo evaluation cache lives beside the raw data.
+    cache_dir = Path(ctx.raw_path).parent.parent / "cache" if ctx.raw_path is not None else None
+    return get_objective(ctx.dataset_spec["source"], cache_dir=cache_dir)
 
 
 def initial_design(ctx: RunContext, objective: Objective, cfg: dict) -> np.ndarray:
     """Initial design in the unit cube (snapped to feasible configurations), shared by paired methods."""
     if cfg["initial_design"] is not None:
         x = np.atleast_2d(np.asarray(cfg["initial_design"], dtype=float))
+    elif cfg["initial_box"] is not None:  # a random design per seed inside a sub-box (e.g. off the basin)
+        lo, hi = (np.asarray(b, dtype=float) for b in cfg["initial_box"])
+        x = np.random.default_rng([ctx.seed, 4242]).uniform(lo, hi, size=(cfg["n_init"], objective.dim))
     elif ctx.split_path is not None and ctx.split_path.exists():
         x = np.atleast_2d(np.asarray(ctx.load_split()["initial_x"], dtype=float))
     else:  # no split artifact (unit use): the same seeded design for every method

@@ -23,6 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from scipy.stats import norm
+from sklearn.isotonic import IsotonicRegression  # imported here so recal_seconds excludes import time
+
+try:  # the shared building block (uqcal.calibration on main)
+    from uqcal.calibration import IsotonicRecalibrator
+except ImportError:  # pragma: no cover - older checkouts
+    IsotonicRecalibrator = None
 
 RECALIBRATORS = ("isotonic", "gp")
 # Knots dense in the tails (uniform in z = Phi^-1(p)) so that R^-1 of tail levels stays accurate.
@@ -79,15 +85,9 @@ def torch_interp(x: torch.Tensor, xp: torch.Tensor, fp: torch.Tensor) -> torch.T
 
 
 def _isotonic_values(pit: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    try:  # the shared building block, once main has it
-        from uqcal.calibration import IsotonicRecalibrator
-    except ImportError:
-        IsotonicRecalibrator = None
     if IsotonicRecalibrator is not None:
         values = np.asarray(IsotonicRecalibrator().fit(pit)(GRID), dtype=float)
     else:
-        from sklearn.isotonic import IsotonicRegression
-
         x = np.concatenate([[0.0], pit, [1.0]])
         y = np.concatenate([[0.0], targets, [1.0]])
         values = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(x, y).predict(GRID)

@@ -22,9 +22,9 @@ METHODS: dict[str, MethodEntry] = {
     # the authors' code: full-covariance MC (10,000 joint draws) and train step size 0.5
     "md_fullcov": MethodEntry(_MD, overrides={"sampling": "full_covariance"}),
     # Table 3 ablations (CUB 1-shot in the paper): train step size, kernel, train steps
-    "md_rho0.01": MethodEntry(_MD, overrides={"rho_train": 0.01}),
-    "md_rho0.1": MethodEntry(_MD, overrides={"rho_train": 0.1}),
-    "md_rho0.5": MethodEntry(_MD, overrides={"rho_train": 0.5}),
+    "md_rho0_01": MethodEntry(_MD, overrides={"rho_train": 0.01}),
+    "md_rho0_1": MethodEntry(_MD, overrides={"rho_train": 0.1}),
+    "md_rho0_5": MethodEntry(_MD, overrides={"rho_train": 0.5}),
     "md_rbf": MethodEntry(_MD, overrides={"kernel": "rbf"}),
     "md_pol1": MethodEntry(_MD, overrides={"kernel": "polynomial", "polynomial_power": 1}),
     "md_pol2": MethodEntry(_MD, overrides={"kernel": "polynomial", "polynomial_power": 2}),

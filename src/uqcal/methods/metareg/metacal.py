@@ -103,14 +103,21 @@ class DeepKernelGP(nn.Module):
         return self.constant_mean.expand(x.shape[:-1])
 
     def posterior(self, xs, ys, xq):
-        """Eqs. (4)-(5) for every task of the batch at once: f (B, Q), v (B, Q) (v includes beta)."""
-        zs, zq = self.embed(xs), self.embed(xq)
+        """Eqs. (4)-(5) for every task of the batch at once: f (B, Q), v (B, Q) (v includes beta).
+
+        Support and query inputs go through g and mu together (one pass each), and one kernel block
+        k(support, support + query) gives both K and k.
+        """
+        n_support = xs.shape[1]
+        x_all = torch.cat([xs, xq], 1)
+        z_all, m_all = self.embed(x_all), self.prior_mean(x_all)
         scale = self.outputscale
-        K_ss = scale * torch.exp(-0.5 * squared_distances(zs, zs))
-        K_ss = K_ss + self.beta * torch.eye(xs.shape[1], dtype=xs.dtype, device=xs.device)
-        K_sq = scale * torch.exp(-0.5 * squared_distances(zs, zq))
+        K = scale * torch.exp(-0.5 * squared_distances(z_all[:, :n_support], z_all))  # Eq. (3) without beta
+        eye = torch.eye(n_support, dtype=xs.dtype, device=xs.device)
+        K_ss = K[..., :n_support] + self.beta * eye
         k_qq = (scale + self.beta).expand(xq.shape[:2])
-        return batched_gp_posterior(K_ss, K_sq, k_qq, ys, self.prior_mean(xs), self.prior_mean(xq))
+        m_s, m_q = m_all[:, :n_support], m_all[:, n_support:]
+        return batched_gp_posterior(K_ss, K[..., n_support:], k_qq, ys, m_s, m_q)
 
 
 class MetaCal(EpisodicMetaMethod):
