@@ -37,9 +37,7 @@ def load_spec(family: str, spec_dir: Path | None = None) -> dict:
     spec = yaml.safe_load(text) or {}
     unknown = set(spec) - SPEC_KEYS
     if unknown:
-        raise ValueError(
-            f"report spec '{family}': unknown keys {sorted(unknown)}; allowed {sorted(SPEC_KEYS)}"
-        )
+        raise ValueError(f"report spec '{family}': unknown keys {sorted(unknown)}; allowed {sorted(SPEC_KEYS)}")
     for section in ("tables", "claims", "figures"):
         ids = [entry.get("id") for entry in spec.get(section) or []]
         if None in ids or len(ids) != len(set(ids)):
@@ -81,9 +79,9 @@ def _metrics_json(summary: pd.DataFrame, metrics: list[str] | None = None) -> di
     for rec in summary.itertuples(index=False):
         if pd.isna(rec.mean):
             continue
-        out.setdefault(rec.dataset, {}).setdefault(str(rec.setting), {}).setdefault(rec.method, {})[
-            rec.metric
-        ] = round(float(rec.mean), 6)
+        out.setdefault(rec.dataset, {}).setdefault(str(rec.setting), {}).setdefault(rec.method, {})[rec.metric] = round(
+            float(rec.mean), 6
+        )
     return out
 
 
@@ -260,9 +258,7 @@ def build_reports(
     title = (config.get("report") or {}).get("title", "uqcal reports")
     index = out_dir / "index.html"
     write_text(index, index_page(reports, prov, title))
-    write_json(
-        out_dir / "claims_summary.json", {r.family: {c.id: c.verdict for c in r.claims} for r in reports}
-    )
+    write_json(out_dir / "claims_summary.json", {r.family: {c.id: c.verdict for c in r.claims} for r in reports})
     return index
 
 
