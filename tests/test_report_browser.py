@@ -20,8 +20,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
-from test_report_tree import build_smoke_like_tree
 
+from tests.test_report_tree import build_smoke_like_tree
 from uqcal.report.build import FAMILIES, build_reports
 
 REPO = Path(__file__).resolve().parents[1]
@@ -148,7 +148,7 @@ def check_page(page: Path, screenshot_dir: Path) -> list[str]:
 @pytest.fixture(scope="session")
 def generated_reports(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("report-site")
-    tree = build_smoke_like_tree(root, seeds=3)
+    tree = build_smoke_like_tree(root, seeds=3, rio_datasets=("concrete",))
     build_reports(
         tree["config"],
         str(tree["config_path"]),
@@ -167,7 +167,7 @@ def artifacts_dir(tmp_path_factory) -> Path:
     return Path(base) if base else tmp_path_factory.mktemp("artifacts")
 
 
-@pytest.fixture(params=["generated", "smoke_run"])
+@pytest.fixture(params=["generated", pytest.param("smoke_run", marks=pytest.mark.slow)])
 def reports_dir(request, generated_reports) -> Path:
     if request.param == "generated":
         return generated_reports
@@ -184,7 +184,7 @@ def test_pages_render_in_headless_chromium(reports_dir, artifacts_dir, request):
     missing = [str(p) for p in pages if not p.exists()]
     assert not missing, f"report pages missing: {missing}"
     shots = artifacts_dir / "report-screenshots" / request.node.callspec.id
-    with ThreadPoolExecutor(max_workers=3) as pool:  # chromium start-up dominates; pages are independent
+    with ThreadPoolExecutor(max_workers=4) as pool:  # chromium start-up dominates; pages are independent
         problems = [p for found in pool.map(lambda page: check_page(page, shots), pages) for p in found]
     assert not problems, "\n".join(problems)
     assert len(list(shots.glob("*.png"))) == len(pages)
@@ -206,7 +206,7 @@ def test_checker_catches_broken_pages(tmp_path, artifacts_dir):
     page.write_text(
         '<!DOCTYPE html><html><head><meta charset="utf-8"><title>x</title></head><body>'
         '<table><tr><td>1</td></tr></table><img src="figures/missing.svg" alt="m">'
-        '<a href="nowhere.html">dead</a><img src="https://example.invalid/x.png" alt="n"></body></html>'
+        '<a href="nowhere.html">dead</a><img src="http://127.0.0.1:9/x.png" alt="n"></body></html>'
     )
     problems = "\n".join(check_page(page, artifacts_dir / "broken-page"))
     assert "broken reference figures/missing.svg" in problems

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from test_report_tree import bo_predictions, write_run
 
+from tests.test_report_tree import bo_predictions, write_run
 from uqcal.report.claims import HELD, NOT_HELD, NOT_RUN, ClaimContext, evaluate_claim
 from uqcal.report.reference import DatasetRelation, Reference
 

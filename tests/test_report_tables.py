@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import stats
-from test_report_tree import REGISTRY, write_run, write_summary
 
+from tests.test_report_tree import REGISTRY, write_run, write_summary
 from uqcal.report.reference import Reference, load_reference, relate_dataset
 from uqcal.report.results import load_runs, load_summary
 from uqcal.report.tables import build_table, not_worse_than_best, paired_pvalue, to_html, to_markdown
@@ -176,3 +176,23 @@ def test_reference_files_have_all_five_papers_with_table_numbers():
         ]
         == 588.745
     )
+
+
+def test_target_metric_bolds_closest_to_nominal(tmp_path):
+    results = tmp_path / "results"
+    # a over-covers, b is near nominal, c under-covers; Wilcoxon needs >= 6 pairs to reach p < 0.05
+    for seed in range(8):
+        for method, value in (("a", 0.99), ("b", 0.951), ("c", 0.80)):
+            cov = value + 0.002 * (seed % 2)
+            write_run(results, "rio", "concrete", "holdout", method, seed, {"cov95": cov})
+    write_summary(results, "rio")
+    table = build_table(
+        {"id": "cov", "metrics": ["cov95"], "target": {"cov95": 0.95}, "test": "wilcoxon"},
+        load_summary(results, "rio"),
+        load_runs(results, "rio"),
+        Reference("rio"),
+        {},
+    )
+    bold = {m for (_, m), cell in table.rows[0].cells.items() if cell.bold}
+    assert bold == {"b"}
+    assert "cov95 → 0.95" in to_markdown(table)

@@ -96,7 +96,7 @@ def bo_predictions(rng: np.random.Generator, iterations: int, drift: float) -> p
     )
 
 
-def build_smoke_like_tree(root: Path, seeds: int = 4) -> dict:
+def build_smoke_like_tree(root: Path, seeds: int = 4, rio_datasets=("concrete", "diabetes")) -> dict:
     """A results/ + data/ + logs/ tree that exercises every family's page (a few methods each)."""
     rng = np.random.default_rng(0)
     results = root / "results"
@@ -118,7 +118,7 @@ def build_smoke_like_tree(root: Path, seeds: int = 4) -> dict:
                     },
                     gaussian_predictions(rng, 40, {"metacal": 1.0, "mdkl": 0.6, "marginal": 3.0}[method]),
                 )
-        for dataset in ("concrete", "diabetes"):
+        for dataset in rio_datasets:
             for method, rmse in (("nn", 6.3), ("rio", 5.9), ("svgp", 6.9), ("marginal", 16.0)):
                 write_run(
                     results,
@@ -142,7 +142,11 @@ def build_smoke_like_tree(root: Path, seeds: int = 4) -> dict:
                 "cv5",
                 method,
                 seed,
-                {"ce": ce + rng.normal(), "rmse": 8.8 + 0.2 * rng.normal(), "nll": 3.6 + 0.03 * rng.normal()},
+                {
+                    "ce": ce + rng.normal(),
+                    "rmse": 8.8 + 0.2 * rng.normal(),
+                    "nlpd": 3.6 + 0.03 * rng.normal(),
+                },
                 gaussian_predictions(rng, 50, 1.0).assign(
                     pit=lambda f: stats.norm.cdf((f["y"] - f["mean"]) / f["std"])
                 ),

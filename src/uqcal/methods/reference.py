@@ -53,7 +53,7 @@ class UniformClassifier(Method):
         split = ctx.load_split()
         n_way, n_query = split["n_way"], split["n_query"]
         rows = []
-        for e, ep in enumerate(split["test_episodes"]):
+        for e in range(len(split["test_episodes"])):
             labels = np.repeat(np.arange(n_way), n_query)
             frame = pd.DataFrame({"episode": e, "label": labels})
             for c in range(n_way):

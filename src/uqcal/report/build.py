@@ -72,9 +72,12 @@ class FamilyReport:
     reference: Reference
 
 
-def _metrics_json(summary: pd.DataFrame) -> dict:
-    """Nested {dataset: {setting: {method: {metric: mean}}}} for ``dvc metrics show``."""
+def _metrics_json(summary: pd.DataFrame, metrics: list[str] | None = None) -> dict:
+    """Nested {dataset: {setting: {method: {metric: mean}}}} for ``dvc metrics show`` (the spec's
+    ``summary`` metrics only, so the table stays readable; all metrics when the spec lists none)."""
     out: dict = {}
+    if metrics:
+        summary = summary[summary["metric"].isin(metrics)]
     for rec in summary.itertuples(index=False):
         if pd.isna(rec.mean):
             continue
@@ -93,7 +96,8 @@ def _dvc_plot_data(family: str, spec: dict, results_dir: Path, out_dir: Path) ->
         for setting_dir in sorted(p for p in root.glob("*/*") if p.is_dir()) if root.is_dir() else []:
             dataset, setting = setting_dir.parent.name, setting_dir.name
             for method_dir in sorted(p for p in setting_dir.iterdir() if p.is_dir()):
-                frame = load_predictions(results_dir, family, dataset, setting, method_dir.name)
+                filename = plot.get("file", "predictions.parquet")
+                frame = load_predictions(results_dir, family, dataset, setting, method_dir.name, filename)
                 if frame is None:
                     continue
                 if plot["kind"] == "curve" and {plot["x"], plot["y"]} <= set(frame.columns):
@@ -139,11 +143,13 @@ def build_family(
         tables.append(table)
         write_text(fam_out / "tables" / f"{table.id}.md", to_markdown(table, names))
         write_text(fam_out / "tables" / f"{table.id}.html", to_html(table, names))
+    for sub in ("figures", "tables"):  # always present: Snakemake declares them as directory outputs
+        (fam_out / sub).mkdir(parents=True, exist_ok=True)
     fig_ctx = FigureContext(family, config, summary, results_dir, fam_out / "figures", names)
     figures = []
     for fig_spec in spec.get("figures") or []:
         figures.extend(build_figure(fig_spec, fig_ctx))
-    write_json(fam_out / "metrics.json", _metrics_json(summary))
+    write_json(fam_out / "metrics.json", _metrics_json(summary, spec.get("summary")))
     write_json(
         fam_out / "claims.json",
         [
@@ -272,7 +278,12 @@ def add_report_subparser(subparsers) -> argparse.ArgumentParser:
 
 
 def main_report(args) -> int:
-    config = yaml.safe_load(Path(args.configfile).read_text()) or {}
+    try:  # the validated, registry-merged config when the spine's loader is present
+        from uqcal.config import load_config
+
+        config = load_config(args.configfile)
+    except ImportError:
+        config = yaml.safe_load(Path(args.configfile).read_text()) or {}
     index = build_reports(
         config,
         args.configfile,

@@ -52,6 +52,11 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
 
 
+def figure_stem(figure_id: str, dataset: str = "all", setting: str = "all") -> str:
+    """``<figure>__<dataset>__<setting>``: the Snakemake report pattern splits on the double underscores."""
+    return "__".join(_slug(part) for part in (figure_id, dataset, setting))
+
+
 def save_figure(fig, out_dir: Path, stem: str) -> dict[str, Path]:
     """Write SVG and PNG atomically; return their paths."""
     paths = {}
@@ -123,7 +128,7 @@ def build_pit_calibration(spec: dict, ctx: FigureContext) -> list:
             title=f"{dataset} / {setting}",
         )
         ax.legend(fontsize=7)
-        stem = _slug(f"{spec['id']}_{dataset}_{setting}")
+        stem = figure_stem(spec["id"], dataset, setting)
         out.append(
             Rendered(
                 f"{spec.get('title', 'Calibration')}: {dataset} / {setting}",
@@ -168,7 +173,7 @@ def build_reliability(spec: dict, ctx: FigureContext) -> list:
                 title=_label(ctx, method), xlabel="confidence", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1)
             )
         fig.suptitle(f"{dataset} / {setting}", fontsize=9)
-        stem = _slug(f"{spec['id']}_{dataset}_{setting}")
+        stem = figure_stem(spec["id"], dataset, setting)
         out.append(
             Rendered(
                 f"{spec.get('title', 'Reliability')}: {dataset} / {setting}",
@@ -211,7 +216,7 @@ def build_curve(spec: dict, ctx: FigureContext) -> list:
         if spec.get("logy"):
             ax.set_yscale("symlog")
         ax.legend(fontsize=7)
-        stem = _slug(f"{spec['id']}_{dataset}_{setting}")
+        stem = figure_stem(spec["id"], dataset, setting)
         out.append(
             Rendered(
                 f"{spec.get('title', y_col)}: {dataset} / {setting}",
@@ -244,7 +249,7 @@ def build_error_vs_std(spec: dict, ctx: FigureContext) -> list:
             ax.set(title=_label(ctx, method), xlabel="predicted std", ylabel="|y − mean|")
         axes[0][0].legend(fontsize=7)
         fig.suptitle(f"{dataset} / {setting}", fontsize=9)
-        stem = _slug(f"{spec['id']}_{dataset}_{setting}")
+        stem = figure_stem(spec["id"], dataset, setting)
         out.append(
             Rendered(
                 f"{spec.get('title', 'Error vs std')}: {dataset} / {setting}",
@@ -301,7 +306,7 @@ def build_sensitivity(spec: dict, ctx: FigureContext) -> list:
         ax.set_xscale("log")
     ax.set(xlabel=spec.get("xlabel", param), ylabel=metric)
     ax.legend(fontsize=7)
-    stem = _slug(spec["id"])
+    stem = figure_stem(spec["id"])
     return [
         Rendered(
             spec.get("title", f"{metric} vs {param}"),
@@ -342,7 +347,7 @@ def build_bar(spec: dict, ctx: FigureContext) -> list:
     if spec.get("logy"):
         ax.set_yscale("log")
     ax.legend(fontsize=7)
-    stem = _slug(spec["id"])
+    stem = figure_stem(spec["id"])
     return [
         Rendered(
             spec.get("title", metric), spec.get("caption", ""), stem, save_figure(fig, ctx.out_dir, stem)
@@ -373,7 +378,7 @@ def build_metric_scatter(spec: dict, ctx: FigureContext) -> list:
         for rec in part.itertuples(index=False):
             ax.annotate(_label(ctx, rec.method), (getattr(rec, x_metric), getattr(rec, y_metric)), fontsize=7)
         ax.set(xlabel=x_metric, ylabel=y_metric, title=f"{dataset} / {setting}")
-    stem = _slug(spec["id"])
+    stem = figure_stem(spec["id"])
     return [
         Rendered(
             spec.get("title", f"{y_metric} vs {x_metric}"),
@@ -417,7 +422,7 @@ def build_interval_snapshots(spec: dict, ctx: FigureContext) -> list:
                 if "f" in part:
                     ax.plot(part["x"], part["f"], "g", lw=1)
                 ax.set_title(f"{_label(ctx, method)}, it {it}", fontsize=8)
-        stem = _slug(f"{spec['id']}_{dataset}_{setting}")
+        stem = figure_stem(spec["id"], dataset, setting)
         out.append(
             Rendered(
                 f"{spec.get('title', 'Interval snapshots')}: {dataset} / {setting}",

@@ -16,7 +16,8 @@ body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;
 h1{font-size:1.6em;margin-bottom:.2em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
 nav a{margin-right:1em} table{border-collapse:collapse;font-size:.85em;margin:.4em 0}
 th,td{border:1px solid #ccc;padding:.2em .45em;text-align:right;white-space:nowrap}
-th{background:#f2f2f2} td.ds{text-align:left} td.standin{background:#fff7e0} td.same{background:#eef7ee}
+th{background:#f2f2f2;text-align:left} table.results th{text-align:right}
+td.ds{text-align:left} td.standin{background:#fff7e0} td.same{background:#eef7ee}
 td.paper{color:#555;background:#fafafa;font-size:.95em} td.within{color:#176117} td.outside{color:#a11}
 figure{margin:1em 0} figcaption{font-size:.9em;margin-bottom:.3em} .note,.skip{color:#8a5a00}
 .claims th{text-align:left} .claims td{text-align:left;white-space:normal;vertical-align:top}

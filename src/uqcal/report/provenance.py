@@ -75,7 +75,9 @@ def package_versions(names=PACKAGES) -> dict[str, str]:
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
+            module = sys.modules.get(name.replace("-", "_"))
+            version = getattr(module, "__version__", None)
+            versions[name] = f"{version} (source tree)" if version else "not installed"
     return versions
 
 

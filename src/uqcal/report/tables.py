@@ -87,6 +87,7 @@ class BuiltTable:
     methods: list[str]
     rows: list[Row]
     lower_is_better: dict[str, bool]
+    targets: dict[str, float]
     test: str
     paper_table: dict | None
     paper_methods: dict[str, set[str]]  # metric -> methods with any paper value in this table
@@ -127,6 +128,9 @@ def build_table(
     lib = spec.get("lower_is_better", True)
     lower = {m: (lib[m] if isinstance(lib, dict) else bool(lib)) for m in metrics}
     alpha = float(spec.get("alpha", 0.05))
+    # metrics with a nominal value (interval coverage): best = closest to it, tested on |value − target|
+    targets = {m: float(t) for m, t in (spec.get("target") or {}).items() if m in metrics}
+    lower.update({m: True for m in targets})
     ours = summary[summary["metric"].isin(metrics)]
     if spec.get("settings"):
         ours = ours[ours["setting"].isin([str(s) for s in spec["settings"]])]
@@ -141,6 +145,8 @@ def build_table(
     paper_table = reference.tables.get(spec.get("paper_table", ""))
     relevant = runs[runs["metric"].isin(metrics)] if not runs.empty else runs
     rows: list[Row] = []
+    if not methods:  # none of the table's methods ran: the table is 'not run', not a row of blanks
+        ours = ours.iloc[0:0]
     for (dataset, setting), block in ours.groupby(["dataset", "setting"], sort=False):
         relation = relations.get(dataset) or DatasetRelation(dataset, None, "none")
         row = Row(dataset, str(setting), relation)
@@ -154,6 +160,9 @@ def build_table(
                     & relevant["method"].isin(methods)
                 ]
                 for method, group in sel.groupby("method"):
+                    shift = targets.get(metric)
+                    if shift is not None:
+                        group = group.assign(value=(group["value"] - shift).abs())
                     per_seed[method] = dict(
                         zip(group["seed"].astype(int), group["value"].astype(float), strict=False)
                     )
@@ -201,6 +210,7 @@ def build_table(
         methods=methods,
         rows=rows,
         lower_is_better=lower,
+        targets=targets,
         test=test,
         paper_table=paper_table,
         paper_methods=paper_methods,
@@ -239,6 +249,8 @@ def _headers(table: BuiltTable, names: dict[str, str]) -> list[tuple[str, str, s
 
 
 def _direction(table: BuiltTable, metric: str) -> str:
+    if metric in table.targets:
+        return f"→ {table.targets[metric]:g}"
     return "↓" if table.lower_is_better[metric] else "↑"
 
 

@@ -1,7 +1,34 @@
-"""Methods of the `fewshot` family. Add a method: one module here plus one line in METHODS."""
+"""Methods of the `fewshot` family (MD-BFSC, Ke, Cao & Zhou). One module per method; see docs/fewshot.md."""
 
 from uqcal.api import MethodEntry
 
+_MD = "uqcal.methods.fewshot.md:MirrorDescentGP"
+_TS = "uqcal.methods.fewshot.temperature:TemperatureScaled"
+
 METHODS: dict[str, MethodEntry] = {
     "uniform": MethodEntry("uqcal.methods.reference:UniformClassifier"),
+    # main table (Tables 1 and 2)
+    "md": MethodEntry(_MD),
+    "gd": MethodEntry(_MD, overrides={"inference": "gd"}),
+    "dkt": MethodEntry("uqcal.methods.fewshot.dkt:DKT"),
+    "protonet": MethodEntry("uqcal.methods.fewshot.protonet:ProtoNet"),
+    "maml": MethodEntry("uqcal.methods.fewshot.maml:MAML"),
+    # temperature scaling tuned on validation episodes (the paper's ECE/MCE protocol, authors' code)
+    "md_ts": MethodEntry(_TS, depends_on="md"),
+    "gd_ts": MethodEntry(_TS, depends_on="gd"),
+    "dkt_ts": MethodEntry(_TS, depends_on="dkt"),
+    "protonet_ts": MethodEntry(_TS, depends_on="protonet"),
+    "maml_ts": MethodEntry(_TS, depends_on="maml"),
+    # the authors' code: full-covariance MC (10,000 joint draws) and train step size 0.5
+    "md_fullcov": MethodEntry(_MD, overrides={"sampling": "full_covariance"}),
+    # Table 3 ablations (CUB 1-shot in the paper): train step size, kernel, train steps
+    "md_rho0_01": MethodEntry(_MD, overrides={"rho_train": 0.01}),
+    "md_rho0_1": MethodEntry(_MD, overrides={"rho_train": 0.1}),
+    "md_rho0_5": MethodEntry(_MD, overrides={"rho_train": 0.5}),
+    "md_rbf": MethodEntry(_MD, overrides={"kernel": "rbf"}),
+    "md_pol1": MethodEntry(_MD, overrides={"kernel": "polynomial", "polynomial_power": 1}),
+    "md_pol2": MethodEntry(_MD, overrides={"kernel": "polynomial", "polynomial_power": 2}),
+    "md_steps1": MethodEntry(_MD, overrides={"steps_train": 1}),
+    "md_steps5": MethodEntry(_MD, overrides={"steps_train": 5}),
+    "md_steps7": MethodEntry(_MD, overrides={"steps_train": 7}),
 }

@@ -1,0 +1,289 @@
+"""Multi-class GP classification core of MD-BFSC (Ke, Cao & Zhou): kernels, mirror descent, GD, ELBO.
+
+Shapes: C classes (one independent GP each), N support points, M query points, S Monte-Carlo samples.
+The variational posterior of class c is q(f^c) = N(m^c, Sigma^c) over the N support points.
+
+Mirror descent (Eq. 4) keeps, per class and point, the natural parameters of a Gaussian site
+    theta1 = pseudo_target / pseudo_noise,   lam = -2 * theta2 = 1 / pseudo_noise,
+so q is *exactly* the GP-regression posterior with pseudo-targets theta1 / lam and pseudo-noise 1 / lam.
+We use the stable "B-form" of GP regression, B = I + S K S with S = diag(sqrt(lam)) (GPML, Alg. 3.2),
+which needs no inverse of K. Because g_v in [-1/8, 0], lam <= 1/4 and B's eigenvalues lie in
+[1, 1 + max(K)/4]: its Cholesky essentially never needs jitter, K's would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import gpytorch
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from uqcal.gp.linalg import JitterCounter, psd_safe_cholesky
+
+KERNELS = ("cosine", "rbf", "polynomial")
+SAMPLING = ("marginal", "full_covariance")
+
+
+# --------------------------------------------------------------------------------------------- kernels
+class ClassKernels(nn.Module):
+    """One ScaleKernel per class over a shared base kernel on L2-normalised deep features (App. E.4).
+
+    cosine: <x, x'> / (|x||x'|) after centring by the support mean ("bncossim" centres with batch norm;
+    we centre with the support statistics so test queries never influence each other).
+    """
+
+    def __init__(self, kind: str, n_classes: int, polynomial_power: int = 2):
+        super().__init__()
+        if kind not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}, got {kind!r}")
+        self.kind = kind
+        if kind == "cosine":
+            base = gpytorch.kernels.LinearKernel()
+            base.raw_variance.requires_grad_(False)  # the per-class ScaleKernel carries the scale
+        elif kind == "rbf":
+            base = gpytorch.kernels.RBFKernel()
+        else:
+            base = gpytorch.kernels.PolynomialKernel(power=polynomial_power)
+        self.kernel = gpytorch.kernels.ScaleKernel(base, batch_shape=torch.Size([n_classes]))
+
+    def prepare(self, support_features: torch.Tensor, *others: torch.Tensor) -> list[torch.Tensor]:
+        """Centre (cosine only) with the support mean, then L2-normalise every feature set."""
+        sets = [support_features, *others]
+        if self.kind == "cosine":
+            centre = support_features.mean(0, keepdim=True) if support_features.shape[0] > 1 else 0.0
+            sets = [s - centre for s in sets]
+        return [F.normalize(s, dim=-1) for s in sets]
+
+    def forward(self, x1: torch.Tensor, x2: torch.Tensor | None = None, diag: bool = False):
+        if diag:
+            return self.kernel(x1, x1, diag=True)
+        return self.kernel(x1, x1 if x2 is None else x2).to_dense()
+
+
+# ----------------------------------------------------------------------- q in mirror-descent form
+@dataclass
+class SiteState:
+    """Natural parameters theta~ of the Gaussian sites (Eq. 4), per class and support point: (C, N)."""
+
+    theta1: torch.Tensor
+    lam: torch.Tensor  # = -2 theta~2 >= 0 (pseudo-precision)
+
+    @classmethod
+    def zeros(cls, n_classes: int, n_points: int, like: torch.Tensor) -> SiteState:
+        z = torch.zeros(n_classes, n_points, dtype=like.dtype, device=like.device)
+        return cls(z, z.clone())
+
+
+@dataclass
+class Posterior:
+    """q(f^c) = N(m, Sigma) for all classes, with the pieces prediction and the ELBO need."""
+
+    mean: torch.Tensor  # (C, N)
+    var: torch.Tensor  # (C, N) marginal variances
+    chol_b: torch.Tensor  # (C, N, N) Cholesky of B = I + S K S
+    sqrt_lam: torch.Tensor  # (C, N)
+    alpha: torch.Tensor  # (C, N) = K^{-1} m
+    kernel: torch.Tensor  # (C, N, N)
+    w: torch.Tensor  # (C, N, N) = L_B^{-1} S K, so Sigma = K - w^T w
+
+    def covariance(self) -> torch.Tensor:
+        return self.kernel - self.w.transpose(-1, -2) @ self.w
+
+
+def site_posterior(kernel: torch.Tensor, sites: SiteState, counter: JitterCounter | None) -> Posterior:
+    """Conjugate update q = prior x sites (Theorem 3.2): GP regression on pseudo-targets / pseudo-noise."""
+    sqrt_lam = sites.lam.clamp_min(0.0).add(1e-12).sqrt()
+    n = kernel.shape[-1]
+    eye = torch.eye(n, dtype=kernel.dtype, device=kernel.device)
+    b = eye + sqrt_lam.unsqueeze(-1) * kernel * sqrt_lam.unsqueeze(-2)
+    chol_b = psd_safe_cholesky(b, counter=counter)
+    k_theta = (kernel @ sites.theta1.unsqueeze(-1)).squeeze(-1)
+    inner = torch.cholesky_solve((sqrt_lam * k_theta).unsqueeze(-1), chol_b).squeeze(-1)
+    alpha = sites.theta1 - sqrt_lam * inner  # K^{-1} m = (I - S B^{-1} S K) theta1
+    mean = k_theta - (kernel @ (sqrt_lam * inner).unsqueeze(-1)).squeeze(-1)  # m = Sigma theta1
+    w = torch.linalg.solve_triangular(chol_b, sqrt_lam.unsqueeze(-1) * kernel, upper=False)
+    var = kernel.diagonal(dim1=-2, dim2=-1) - (w**2).sum(-2)
+    return Posterior(mean, var.clamp_min(1e-10), chol_b, sqrt_lam, alpha, kernel, w)
+
+
+def kl_to_prior(post: Posterior) -> torch.Tensor:
+    """sum_c KL(q_c || N(0, K_c)) in B-form: 0.5 [tr B^-1 + m^T K^-1 m - N + log|B|] (Eq. 9)."""
+    n = post.mean.shape[-1]
+    eye = torch.eye(n, dtype=post.mean.dtype, device=post.mean.device)
+    chol_b_inv = torch.linalg.solve_triangular(post.chol_b, eye.expand_as(post.chol_b), upper=False)
+    trace = (chol_b_inv**2).sum((-2, -1))
+    maha = (post.mean * post.alpha).sum(-1)
+    logdet_b = 2.0 * post.chol_b.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+    return 0.5 * (trace + maha - n + logdet_b).sum()
+
+
+# ------------------------------------------------------------------------ softmax expectations
+def marginal_samples(mean, var, n_samples, generator=None) -> torch.Tensor:
+    """f_n ~ prod_c N(m_n^c, v_n^c): the only distribution E_q[log p(y_n|f_n)] depends on. (S, C, N)."""
+    eps = torch.randn((n_samples, *mean.shape), generator=generator, dtype=mean.dtype, device="cpu")
+    return mean + var.sqrt() * eps.to(mean.device)
+
+
+def full_covariance_samples(post: Posterior, n_samples, counter, generator=None) -> torch.Tensor:
+    """The authors' sampler: joint draws f^c ~ N(m^c, Sigma^c) over all N points. (S, C, N)."""
+    chol = psd_safe_cholesky(post.covariance(), counter=counter)
+    eps = torch.randn((n_samples, *post.mean.shape), generator=generator, dtype=post.mean.dtype)
+    eps = eps.to(post.mean.device)
+    return post.mean + (chol.unsqueeze(0) @ eps.unsqueeze(-1)).squeeze(-1)
+
+
+def softmax_expectations(samples: torch.Tensor, onehot: torch.Tensor):
+    """g_m = E[y - softmax(f)], g_v = 1/2 E[softmax(f)^2 - softmax(f)] (Sec. 3.3, App. C). (C, N) each."""
+    probs = torch.softmax(samples, dim=1)  # over classes
+    g_m = (onehot - probs).mean(0)
+    g_v = 0.5 * (probs**2 - probs).mean(0)
+    return g_m, g_v
+
+
+def expected_log_softmax(samples: torch.Tensor, onehot: torch.Tensor) -> torch.Tensor:
+    """sum_n E_q[log p(y_n | f_n)] by MC (S, C, N samples)."""
+    log_probs = torch.log_softmax(samples, dim=1)
+    return (log_probs * onehot).sum(1).mean(0).sum()
+
+
+# ----------------------------------------------------------------------------- mirror descent
+Expectations = Callable[[Posterior], tuple[torch.Tensor, torch.Tensor]]
+
+
+def mirror_descent_step(sites: SiteState, post: Posterior, g_m, g_v, rho: float) -> SiteState:
+    """Eq. 4: theta~ <- (1 - rho) theta~ + rho * grad_mu E_q[log p], grad_mu = (g_m - 2 g_v m, g_v)."""
+    theta1 = (1.0 - rho) * sites.theta1 + rho * (g_m - 2.0 * g_v * post.mean)
+    lam = (1.0 - rho) * sites.lam + rho * (-2.0 * g_v)
+    return SiteState(theta1, lam)
+
+
+def run_mirror_descent(
+    kernel: torch.Tensor,
+    expectations: Expectations,
+    steps: int,
+    rho: float,
+    counter: JitterCounter | None = None,
+    callback: Callable[[int, Posterior], None] | None = None,
+) -> Posterior:
+    """theta~_0 = 0, so q starts at the prior (Alg. 1); returns q after `steps` updates."""
+    n_classes, n_points = kernel.shape[0], kernel.shape[-1]
+    sites = SiteState.zeros(n_classes, n_points, kernel)
+    post = site_posterior(kernel, sites, counter)
+    if callback is not None:
+        callback(0, post)
+    for step in range(steps):
+        g_m, g_v = expectations(post)
+        sites = mirror_descent_step(sites, post, g_m, g_v, rho)
+        post = site_posterior(kernel, sites, counter)
+        if callback is not None:
+            callback(step + 1, post)
+    return post
+
+
+def softmax_expectations_fn(
+    onehot: torch.Tensor,
+    sampling: str,
+    n_samples: int,
+    counter: JitterCounter | None = None,
+    generator: torch.Generator | None = None,
+) -> Expectations:
+    if sampling not in SAMPLING:
+        raise ValueError(f"sampling must be one of {SAMPLING}, got {sampling!r}")
+
+    def expectations(post: Posterior):
+        if sampling == "marginal":
+            samples = marginal_samples(post.mean, post.var, n_samples, generator)
+        else:
+            samples = full_covariance_samples(post, n_samples, counter, generator)
+        return softmax_expectations(samples, onehot)
+
+    return expectations
+
+
+def md_elbo(post: Posterior, onehot, n_samples, generator=None) -> torch.Tensor:
+    """Eq. 9 / Eq. 5 for q in site form: MC expected log-likelihood minus the closed-form KL."""
+    samples = marginal_samples(post.mean, post.var, n_samples, generator)
+    return expected_log_softmax(samples, onehot) - kl_to_prior(post)
+
+
+# --------------------------------------------------------------- Euclidean GD baseline (same q)
+# q_c = N(L_K m~, L_K S~ L_K^T), S~ = L~ L~^T: the whitened parametrisation (GPflow's SVGP default). It spans
+# the same Gaussian family as MD; plain (m, L_q) coordinates put K^-1 into the gradient and diverge at any
+# usable step size because cosine kernels on centred features are rank-deficient.
+def whitened_moments(kernel_chol, white_mean, white_tril):
+    mean = (kernel_chol @ white_mean.unsqueeze(-1)).squeeze(-1)
+    var = ((kernel_chol @ white_tril) ** 2).sum(-1)
+    return mean, var
+
+
+def dense_elbo(kernel_chol, white_mean, white_tril, onehot, n_samples, generator=None) -> torch.Tensor:
+    """Eq. 9 for the whitened parametrisation: KL(q||p) = KL(N(m~, S~) || N(0, I))."""
+    n = white_mean.shape[-1]
+    mean, var = whitened_moments(kernel_chol, white_mean, white_tril)
+    ell = expected_log_softmax(marginal_samples(mean, var, n_samples, generator), onehot)
+    logdet = 2.0 * white_tril.diagonal(dim1=-2, dim2=-1).abs().clamp_min(1e-12).log().sum(-1)
+    kl = 0.5 * ((white_tril**2).sum((-2, -1)) + (white_mean**2).sum(-1) - n - logdet)
+    return ell - kl.sum()
+
+
+def run_gradient_descent(
+    kernel: torch.Tensor,
+    onehot: torch.Tensor,
+    steps: int,
+    lr: float,
+    n_samples: int,
+    counter: JitterCounter | None = None,
+    generator: torch.Generator | None = None,
+    create_graph: bool = False,
+    callback: Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None,
+):
+    """Euclidean gradient ascent on the ELBO over (m~, L~), starting from the prior (m~ = 0, L~ = I)."""
+    kernel_chol = psd_safe_cholesky(kernel, counter=counter)
+    n_classes, n = kernel.shape[0], kernel.shape[-1]
+    white_mean = torch.zeros(n_classes, n, dtype=kernel.dtype, device=kernel.device, requires_grad=True)
+    eye = torch.eye(n, dtype=kernel.dtype, device=kernel.device)
+    white_tril = eye.expand(n_classes, n, n).clone().requires_grad_(True)
+    if callback is not None:
+        callback(0, kernel_chol, white_mean, white_tril)
+    for step in range(steps):
+        elbo = dense_elbo(kernel_chol, white_mean, white_tril, onehot, n_samples, generator)
+        g_mean, g_tril = torch.autograd.grad(elbo, [white_mean, white_tril], create_graph=create_graph)
+        white_mean = white_mean + lr * g_mean
+        white_tril = torch.tril(white_tril + lr * g_tril)
+        if not create_graph:
+            white_mean = white_mean.detach().requires_grad_(True)
+            white_tril = white_tril.detach().requires_grad_(True)
+        if callback is not None:
+            callback(step + 1, kernel_chol, white_mean, white_tril)
+    return kernel_chol, white_mean, white_tril
+
+
+def gd_posterior_predictive(kernel_chol, white_mean, white_tril, k_sq, k_qq_diag):
+    """q(f*): mu* = (L_K^-1 k*)^T m~, var* = k** - |L_K^-1 k*|^2 + |L~^T L_K^-1 k*|^2 (Eq. 6b)."""
+    v = torch.linalg.solve_triangular(kernel_chol, k_sq, upper=False)  # (C, N, M)
+    mu = (v * white_mean.unsqueeze(-1)).sum(-2)
+    var = k_qq_diag - (v**2).sum(-2) + ((white_tril.transpose(-1, -2) @ v) ** 2).sum(-2)
+    return mu, var.clamp_min(1e-10)
+
+
+# ---------------------------------------------------------------------------------- prediction
+def site_predictive(post: Posterior, k_sq: torch.Tensor, k_qq_diag: torch.Tensor):
+    """Eq. 6b: mu* = k*^T K^-1 m, var* = k** - k*^T (K + Lam^-1)^-1 k* (pseudo-data GP regression)."""
+    mu = (k_sq * post.alpha.unsqueeze(-1)).sum(-2)
+    v = torch.linalg.solve_triangular(post.chol_b, post.sqrt_lam.unsqueeze(-1) * k_sq, upper=False)
+    var = k_qq_diag - (v**2).sum(-2)
+    return mu, var.clamp_min(1e-10)
+
+
+def predictive_logit_samples(mu, var, n_samples, generator=None) -> torch.Tensor:
+    """Samples of f* (S, M, C) from prod_c N(mu*_c, var*_c); Eq. 6a averages softmax over them."""
+    samples = marginal_samples(mu, var, n_samples, generator)  # (S, C, M)
+    return samples.transpose(1, 2)
+
+
+def mc_softmax(logit_samples: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Eq. 6a: p(y* = r) ~= mean_s softmax(f*_s / T)_r; T = 1 is the untempered prediction."""
+    return torch.softmax(logit_samples / temperature, dim=-1).mean(0)

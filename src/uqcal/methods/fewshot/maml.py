@@ -1,0 +1,77 @@
+"""MAML (Finn et al. 2017) with a Conv4 backbone and a linear head, via torch.func.functional_call.
+
+`first_order: true` (default, for the CPU budget) is FOMAML: the outer gradient is taken at the adapted
+weights without differentiating through the inner SGD steps; `first_order: false` is second-order MAML.
+Batch norm uses the statistics of the batch it sees (support or query), as in the reference MAML code.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.func import functional_call
+from torch.nn import functional as F
+
+from .backbones import build_backbone
+from .common import Episode, EpisodicMethod
+
+
+class ConvClassifier(nn.Module):
+    def __init__(self, backbone: nn.Module, feature_dim: int, n_way: int):
+        super().__init__()
+        self.backbone = backbone
+        self.head = nn.Linear(feature_dim, n_way)
+
+    def forward(self, images):
+        return self.head(self.backbone(images))
+
+
+class MAML(EpisodicMethod):
+    defaults = {
+        **EpisodicMethod.defaults,
+        "inner_lr": 0.1,
+        "inner_steps_train": 5,
+        "inner_steps_test": 10,
+        "first_order": True,
+    }
+
+    def build_model(self, n_way: int, image_size: int) -> nn.Module:
+        backbone = build_backbone(self.params["backbone"], image_size, int(self.params["width"]))
+        with torch.no_grad():
+            dim = backbone(torch.zeros(2, image_size, image_size)).shape[-1]
+        return ConvClassifier(backbone, dim, n_way)
+
+    def adapt(self, model, episode: Episode, steps: int, create_graph: bool) -> dict:
+        params = dict(model.named_parameters())
+        for _ in range(steps):
+            logits = functional_call(model, params, (episode.support_x,))
+            loss = F.cross_entropy(logits, episode.support_y)
+            grads = torch.autograd.grad(loss, list(params.values()), create_graph=create_graph)
+            params = {
+                name: (p - self.params["inner_lr"] * g)
+                if create_graph
+                else (p - self.params["inner_lr"] * g.detach())
+                for (name, p), g in zip(params.items(), grads, strict=True)
+            }
+        return params
+
+    def episode_loss(self, model, episode: Episode, generator) -> torch.Tensor:
+        first_order = bool(self.params["first_order"])
+        params = self.adapt(
+            model, episode, int(self.params["inner_steps_train"]), create_graph=not first_order
+        )
+        if first_order:
+            # FOMAML: treat the adapted weights as (detached update) + original weights, so the outer
+            # gradient w.r.t. the original weights equals the gradient at the adapted weights.
+            originals = dict(model.named_parameters())
+            params = {n: originals[n] + (p - originals[n]).detach() for n, p in params.items()}
+        logits = functional_call(model, params, (episode.query_x,))
+        return F.cross_entropy(logits, episode.query_y)
+
+    def logit_samples(self, model, episode: Episode, generator) -> torch.Tensor:
+        model.train()  # batch statistics, as in training (transductive BN, the MAML convention)
+        with torch.enable_grad():
+            params = self.adapt(model, episode, int(self.params["inner_steps_test"]), create_graph=False)
+        with torch.no_grad():
+            logits = functional_call(model, {n: p.detach() for n, p in params.items()}, (episode.query_x,))
+        return logits.unsqueeze(0)

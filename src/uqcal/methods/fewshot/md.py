@@ -1,0 +1,180 @@
+"""MD-BFSC (Ke, Cao & Zhou): softmax GP few-shot classifier with mirror-descent inner loop; and `gd`.
+
+`md`: inner loop = mirror descent in natural parameters (Eq. 4), each step a conjugate GP regression;
+outer loop = Adam on -ELBO (Eq. 5) back-propagated through the unrolled inner steps.
+`gd`: the same model and variational family q_c = N(m_c, L_c L_c^T), inner loop by Euclidean gradient
+ascent on the ELBO (the paper's "vanilla" comparison, Sec. 4.3).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .backbones import build_backbone
+from .common import Episode, EpisodeData, EpisodicMethod
+from .gp_core import (
+    ClassKernels,
+    dense_elbo,
+    gd_posterior_predictive,
+    md_elbo,
+    predictive_logit_samples,
+    run_gradient_descent,
+    run_mirror_descent,
+    site_predictive,
+    softmax_expectations_fn,
+)
+
+INFERENCE = ("md", "gd")
+
+
+class DeepKernelGP(nn.Module):
+    def __init__(self, backbone: nn.Module, kernels: ClassKernels):
+        super().__init__()
+        self.backbone = backbone
+        self.kernels = kernels
+
+
+class MirrorDescentGP(EpisodicMethod):
+    defaults = {
+        **EpisodicMethod.defaults,
+        "inference": "md",  # md | gd
+        "kernel": "cosine",  # cosine | rbf | polynomial
+        "polynomial_power": 2,
+        "lr_kernel": 1e-4,
+        "sampling": "marginal",  # marginal (per-point class marginals) | full_covariance (authors' code)
+        "n_mc_samples": 256,  # MC samples per point marginal for g_m, g_v and the ELBO
+        "n_mc_samples_full": 10000,  # joint draws per class when sampling = full_covariance
+        "rho_train": 1.0,  # the paper (App. E.3); the authors' code trains with 0.5
+        "steps_train": 3,
+        "rho_test": 0.5,
+        "steps_test": 50,
+        "gd_lr_train": 0.05,  # Euclidean step size of `gd` (the paper gives none for training)
+        "gd_lr_test": 0.05,
+        "n_convergence_episodes": 3,  # inner-loop ELBO curves MD vs GD (Sec. 4.3), on validation episodes
+        "convergence_rho": 0.005,
+        "convergence_steps": 30,
+        "convergence_mc_samples": 2000,
+    }
+    stochastic_prediction = True
+
+    def __init__(self, params=None):
+        super().__init__(params)
+        if self.params["inference"] not in INFERENCE:
+            raise ValueError(f"inference must be one of {INFERENCE}, got {self.params['inference']!r}")
+
+    def build_model(self, n_way: int, image_size: int) -> nn.Module:
+        backbone = build_backbone(self.params["backbone"], image_size, int(self.params["width"]))
+        kernels = ClassKernels(self.params["kernel"], n_way, int(self.params["polynomial_power"]))
+        return DeepKernelGP(backbone, kernels)
+
+    def param_groups(self, model: DeepKernelGP) -> list[dict]:
+        return [
+            {"params": list(model.backbone.parameters()), "lr": self.params["lr_backbone"]},
+            {
+                "params": [p for p in model.kernels.parameters() if p.requires_grad],
+                "lr": self.params["lr_kernel"],
+            },
+        ]
+
+    # ------------------------------------------------------------------------------ inner loops
+    def _expectations(self, onehot, generator):
+        full = self.params["sampling"] == "full_covariance"
+        n = int(self.params["n_mc_samples_full" if full else "n_mc_samples"])
+        return softmax_expectations_fn(onehot, self.params["sampling"], n, self.counter, generator)
+
+    def fit_support(self, kernel, onehot, steps, step_size, generator, create_graph):
+        """Inner loop on the support kernel; returns a fitted state for `predictive` and its ELBO."""
+        n_mc = int(self.params["n_mc_samples"])
+        if self.params["inference"] == "md":
+            post = run_mirror_descent(
+                kernel, self._expectations(onehot, generator), steps, step_size, self.counter
+            )
+            return ("md", post), lambda: md_elbo(post, onehot, n_mc, generator)
+        kernel_chol, mean, tril = run_gradient_descent(
+            kernel, onehot, steps, step_size, n_mc, self.counter, generator, create_graph=create_graph
+        )
+        return ("gd", (kernel_chol, mean, tril)), lambda: dense_elbo(
+            kernel_chol, mean, tril, onehot, n_mc, generator
+        )
+
+    def episode_loss(self, model: DeepKernelGP, episode: Episode, generator) -> torch.Tensor:
+        # Training fits the GP to the whole episode (support + 16 queries a class), as DKT/CDKT do.
+        images = torch.cat([episode.support_x, episode.query_x])
+        labels = torch.cat([episode.support_y, episode.query_y])
+        (features,) = model.kernels.prepare(model.backbone(images))
+        kernel = model.kernels(features)
+        onehot = F.one_hot(labels, episode.n_way).T.to(kernel.dtype)  # (C, N)
+        gd = self.params["inference"] == "gd"
+        steps = int(self.params["steps_train"])
+        step_size = float(self.params["gd_lr_train" if gd else "rho_train"])
+        _, elbo = self.fit_support(kernel, onehot, steps, step_size, generator, create_graph=True)
+        return -elbo() / labels.numel()
+
+    def logit_samples(self, model: DeepKernelGP, episode: Episode, generator) -> torch.Tensor:
+        support, query = model.kernels.prepare(
+            model.backbone(episode.support_x), model.backbone(episode.query_x)
+        )
+        kernel = model.kernels(support)
+        k_sq = model.kernels(support, query)
+        k_qq = model.kernels(query, diag=True)
+        onehot = F.one_hot(episode.support_y, episode.n_way).T.to(kernel.dtype)
+        gd = self.params["inference"] == "gd"
+        steps = int(self.params["steps_test"])
+        step_size = float(self.params["gd_lr_test" if gd else "rho_test"])
+        with torch.enable_grad() if gd else torch.no_grad():
+            (kind, state), _ = self.fit_support(
+                kernel, onehot, steps, step_size, generator, create_graph=False
+            )
+        if kind == "md":
+            mu, var = site_predictive(state, k_sq, k_qq)
+        else:
+            mu, var = gd_posterior_predictive(*[s.detach() for s in state], k_sq, k_qq)
+        return predictive_logit_samples(mu, var, int(self.params["n_pred_samples"]), generator)
+
+    # ------------------------------------------------------------------- convergence (Sec. 4.3)
+    def elbo_curves(self, kernel: torch.Tensor, onehot: torch.Tensor, seed: int) -> tuple[list, list]:
+        """ELBO per inner step, MD vs GD, fixed kernel, same initial q (the prior), same step size."""
+        rho, steps = float(self.params["convergence_rho"]), int(self.params["convergence_steps"])
+        n_mc, n_inner = int(self.params["convergence_mc_samples"]), int(self.params["n_mc_samples"])
+        md_curve: list[float] = []
+        gd_curve: list[float] = []
+
+        def crn():  # common random numbers: every ELBO evaluation uses the same draws
+            return torch.Generator().manual_seed(seed)
+
+        def record_md(_step, post):
+            md_curve.append(float(md_elbo(post, onehot, n_mc, crn())))
+
+        def record_gd(_step, kernel_chol, mean, tril):
+            with torch.no_grad():
+                gd_curve.append(float(dense_elbo(kernel_chol, mean, tril, onehot, n_mc, crn())))
+
+        gen = torch.Generator().manual_seed(seed + 1)
+        with torch.no_grad():
+            expectations = softmax_expectations_fn(onehot, "marginal", n_inner, self.counter, gen)
+            run_mirror_descent(kernel, expectations, steps, rho, self.counter, callback=record_md)
+        gen = torch.Generator().manual_seed(seed + 2)
+        run_gradient_descent(kernel, onehot, steps, rho, n_inner, self.counter, gen, callback=record_gd)
+        return md_curve, gd_curve
+
+    def inner_loop_curves(self, model: DeepKernelGP, data: EpisodeData, episodes: list[dict], seed: int):
+        curves: dict[str, list] = {"md": [], "gd": []}
+        model.eval()
+        for spec in episodes:
+            episode = data.episode(spec)
+            with torch.no_grad():
+                (features,) = model.kernels.prepare(model.backbone(episode.support_x))
+                kernel = model.kernels(features)
+            onehot = F.one_hot(episode.support_y, episode.n_way).T.to(kernel.dtype)
+            md_curve, gd_curve = self.elbo_curves(kernel, onehot, seed)
+            curves["md"].append(md_curve)
+            curves["gd"].append(gd_curve)
+        return curves
+
+    def extra_stats(self, model, data, split, ctx) -> dict:
+        if self.params["inference"] != "md" or int(self.params["n_convergence_episodes"]) <= 0:
+            return {}
+        episodes = split["val_episodes"][: int(self.params["n_convergence_episodes"])]
+        return {"inner_elbo_curves": self.inner_loop_curves(model, data, episodes, seed=ctx.seed)}

@@ -1,0 +1,298 @@
+"""Episode data and the shared meta-training loop of the `metareg` family.
+
+Targets and features are standardised with the meta-training tasks' statistics (see docs/metareg.md);
+every prediction and metric of this family is in those standardised units.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from uqcal.api import Method, RunContext
+
+QUANTILE_LEVELS = (0.025, 0.05, 0.16, 0.84, 0.95, 0.975)
+
+
+def feedforward(
+    in_dim: int, out_dim: int, hidden: int = 32, layers: int = 3, dropout: float = 0.0
+) -> nn.Sequential:
+    """``layers`` linear layers with ReLU between them (Sec. 5.3: g has 3 layers, mu and baselines 4)."""
+    if layers < 1:
+        raise ValueError(f"layers must be >= 1, got {layers}")
+    dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
+    modules: list[nn.Module] = []
+    for i in range(layers):
+        modules.append(nn.Linear(dims[i], dims[i + 1]))
+        if i < layers - 1:
+            modules.append(nn.ReLU())
+            if dropout > 0:
+                modules.append(nn.Dropout(dropout))
+    return nn.Sequential(*modules)
+
+
+@dataclass
+class Episodes:
+    """A batch of episodes: support (xs, ys) and query (xq, yq), leading dimension = task."""
+
+    xs: torch.Tensor  # (B, S, D)
+    ys: torch.Tensor  # (B, S)
+    xq: torch.Tensor  # (B, Q, D)
+    yq: torch.Tensor  # (B, Q)
+
+    def __len__(self) -> int:
+        return self.xs.shape[0]
+
+    def __getitem__(self, index) -> Episodes:
+        return Episodes(self.xs[index], self.ys[index], self.xq[index], self.yq[index])
+
+
+class EpisodeData:
+    """Standardised tensors of one metareg split: padded meta-training tasks and fixed val/test episodes."""
+
+    def __init__(
+        self,
+        X,
+        y,
+        task,
+        split: dict,
+        max_train_tasks: int | None = None,
+        rng=None,
+        device="cpu",
+        dtype=torch.float64,
+    ):
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 1:
+            X = X[:, None]
+        y = np.asarray(y, dtype=np.float64)
+        task = np.asarray(task)
+        for key in ("tasks", "n_support", "val_episodes", "test_episodes"):
+            if key not in split:
+                raise KeyError(f"metareg split is missing {key!r}")
+        self.n_support = int(split["n_support"])
+        self.n_query = int(split.get("n_query", len(split["test_episodes"][0]["query"])))
+        train_tasks = list(split["tasks"]["train"])
+        if max_train_tasks is not None and max_train_tasks < len(train_tasks):
+            if max_train_tasks < 1:
+                raise ValueError(f"max_train_tasks must be >= 1, got {max_train_tasks}")
+            order = (rng or np.random.default_rng(0)).permutation(len(train_tasks))
+            train_tasks = [train_tasks[i] for i in sorted(order[:max_train_tasks])]
+        task_str = task.astype(str)
+        rows = [np.flatnonzero(task_str == str(t)) for t in train_tasks]
+        needed = self.n_support + self.n_query
+        too_small = [str(t) for t, r in zip(train_tasks, rows, strict=True) if len(r) < needed]
+        if too_small:
+            raise ValueError(f"meta-training tasks with fewer than N_S + N_Q rows: {too_small[:5]}")
+        train_rows = np.concatenate(rows)
+        # Standardise with meta-training statistics only (no peeking at val/test tasks).
+        self.x_mean = X[train_rows].mean(0)
+        self.x_std = np.where(X[train_rows].std(0) > 0, X[train_rows].std(0), 1.0)
+        self.y_mean = float(y[train_rows].mean())
+        self.y_std = float(y[train_rows].std()) or 1.0
+        self.X = (X - self.x_mean) / self.x_std
+        self.y = (y - self.y_mean) / self.y_std
+        self.task = task
+        self.dtype, self.device = dtype, torch.device(device)
+        self.train_tasks = train_tasks
+        self.n_features = X.shape[1]
+        counts = np.array([len(r) for r in rows])
+        width = counts.max()
+        index = np.zeros((len(rows), width), dtype=np.int64)
+        for i, r in enumerate(rows):
+            index[i, : len(r)] = r
+        self.train_counts = torch.as_tensor(counts, device=self.device)
+        self.train_X = self._tensor(self.X[index])
+        self.train_y = self._tensor(self.y[index])
+        self.train_rows = train_rows
+        self.val = self.episodes(split["val_episodes"])
+        self.test = self.episodes(split["test_episodes"])
+        self.test_tasks = [e["task"] for e in split["test_episodes"]]
+
+    def _tensor(self, array) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(array), dtype=self.dtype, device=self.device)
+
+    def episodes(self, listing: list[dict]) -> Episodes:
+        if not listing:
+            raise ValueError("metareg split has an empty episode list")
+        support = np.array([e["support"] for e in listing], dtype=np.int64)
+        query = np.array([e["query"] for e in listing], dtype=np.int64)
+        return Episodes(
+            self._tensor(self.X[support]),
+            self._tensor(self.y[support]),
+            self._tensor(self.X[query]),
+            self._tensor(self.y[query]),
+        )
+
+    def sample(self, task_index: torch.Tensor, n_support: int, n_query: int, generator) -> Episodes:
+        """Alg. 1 lines 3-4 for a batch of tasks at once: disjoint random support/query sets per task."""
+        counts = self.train_counts[task_index]
+        width = self.train_X.shape[1]
+        keys = torch.rand(len(task_index), width, generator=generator, dtype=torch.float64).to(self.device)
+        keys = keys.masked_fill(
+            torch.arange(width, device=self.device) >= counts[:, None], 2.0
+        )  # padding last
+        chosen = keys.argsort(-1)[:, : n_support + n_query]
+        X = self.train_X[task_index[:, None], chosen]
+        y = self.train_y[task_index[:, None], chosen]
+        return Episodes(X[:, :n_support], y[:, :n_support], X[:, n_support:], y[:, n_support:])
+
+    def pooled(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._tensor(self.X[self.train_rows]), self._tensor(self.y[self.train_rows])
+
+
+def sorted_calibration_loss(pit: torch.Tensor) -> torch.Tensor:
+    """Eq. (10): mean_n |p_(n) - n/N_Q| over each task's sorted query CDF values, averaged over tasks."""
+    n = pit.shape[-1]
+    levels = torch.arange(1, n + 1, dtype=pit.dtype, device=pit.device) / n
+    return (pit.sort(-1).values - levels).abs().mean()
+
+
+def gaussian_nll(y, mean, var) -> torch.Tensor:
+    return 0.5 * (torch.log(2 * math.pi * var) + (y - mean) ** 2 / var).mean()
+
+
+def meta_train(
+    model: nn.Module,
+    loss_fn,
+    data: EpisodeData,
+    params: dict,
+    ctx: RunContext | None,
+    generator: torch.Generator,
+) -> dict:
+    """Alg. 1 with Adam, 32 tasks a batch, one epoch = one pass over the meta-training tasks, and early
+    stopping on the meta-validation episodes' loss (checked every ``eval_every`` epochs, ``patience``
+    checks without improvement stop training, the best state is restored)."""
+    optimiser = torch.optim.Adam(model.parameters(), lr=params["lr"])
+    n_tasks = len(data.train_tasks)
+    batch = min(params["batch_tasks"], n_tasks)
+    best, best_state, since_best, epochs_run = math.inf, copy.deepcopy(model.state_dict()), 0, 0
+    epochs = range(params["epochs"])
+    iterator = ctx.progress(epochs, total=params["epochs"], desc="meta-train") if ctx else epochs
+    start = time.perf_counter()
+    for epoch in iterator:
+        model.train()
+        order = torch.randperm(n_tasks, generator=generator).to(data.device)
+        for first in range(0, n_tasks - batch + 1, batch):  # drop the ragged last batch
+            episodes = data.sample(order[first : first + batch], data.n_support, data.n_query, generator)
+            optimiser.zero_grad()
+            loss = loss_fn(model, episodes)
+            loss.backward()
+            optimiser.step()
+        epochs_run = epoch + 1
+        if (epoch + 1) % params["eval_every"] == 0 or epoch + 1 == params["epochs"]:
+            model.eval()
+            val = float(loss_fn(model, data.val).detach())
+            if val < best - 1e-6:
+                best, best_state, since_best = val, copy.deepcopy(model.state_dict()), 0
+            else:
+                since_best += 1
+                if since_best >= params["patience"]:
+                    break
+    model.load_state_dict(best_state)
+    model.eval()
+    return {"train_seconds": time.perf_counter() - start, "epochs_run": epochs_run, "best_val_loss": best}
+
+
+def predictions_frame(data: EpisodeData, columns: dict[str, np.ndarray]) -> pd.DataFrame:
+    """One row per meta-test query point: task, episode, y (standardised) and the method's columns."""
+    n_episodes, n_query = data.test.yq.shape
+    frame = {
+        "task": np.repeat(np.asarray(data.test_tasks, dtype=str), n_query),
+        "episode": np.repeat(np.arange(n_episodes), n_query),
+        "y": data.test.yq.detach().cpu().numpy().reshape(-1),
+    }
+    for name, values in columns.items():
+        values = np.asarray(values.detach().cpu() if torch.is_tensor(values) else values, dtype=np.float64)
+        if values.shape != (n_episodes, n_query):
+            raise ValueError(
+                f"prediction column {name!r} has shape {values.shape}, want {(n_episodes, n_query)}"
+            )
+        frame[name] = values.reshape(-1)
+    return pd.DataFrame(frame)
+
+
+class MetaRegMethod(Method):
+    """Shared driver: load + standardise the split, ``fit``, predict the meta-test episodes, save."""
+
+    defaults: dict = {}
+
+    def fit(
+        self, data: EpisodeData, ctx: RunContext | None, generator: torch.Generator
+    ) -> tuple[object, dict]:
+        raise NotImplementedError
+
+    def predict(self, model, episodes: Episodes) -> dict[str, torch.Tensor | np.ndarray]:
+        raise NotImplementedError
+
+    def extra_stats(self, model) -> dict:
+        return {}
+
+    def load(self, ctx: RunContext) -> EpisodeData:
+        from uqcal.data import load_table
+
+        # ctx.load_data() needs the full config; the CLI's job carries the dataset spec instead.
+        table = load_table(ctx.dataset, spec=ctx.dataset_spec, raw_path=ctx.raw_path)
+        if getattr(table, "task", None) is None:
+            raise ValueError(f"dataset {ctx.dataset!r} has no task column; metareg needs multitask data")
+        return EpisodeData(
+            table.X,
+            table.y,
+            table.task,
+            ctx.load_split(),
+            max_train_tasks=self.params.get("max_train_tasks"),
+            rng=ctx.rng(1),
+            device=ctx.device,
+        )
+
+    def run(self, data: EpisodeData, ctx: RunContext | None = None, seed: int = 0):
+        """Fit and predict; returns (predictions frame, model, stats). Usable without a RunContext."""
+        torch.manual_seed(seed)
+        generator = torch.Generator().manual_seed(seed)
+        model, stats = self.fit(data, ctx, generator)
+        start = time.perf_counter()
+        columns = self.predict(model, data.test)
+        stats["predict_seconds_per_task"] = (time.perf_counter() - start) / len(data.test)
+        stats.update(self.extra_stats(model))
+        stats.update({"n_train_tasks": len(data.train_tasks), "y_mean": data.y_mean, "y_std": data.y_std})
+        return predictions_frame(data, columns), model, stats
+
+    def train(self, ctx: RunContext) -> None:
+        torch.set_num_threads(int(ctx.config.get("torch_threads", 1) or 1))
+        ctx.seed_everything()
+        data = self.load(ctx)
+        seed = int(ctx.rng(2).integers(0, 2**31 - 1))
+        frame, model, stats = self.run(data, ctx, seed)
+        state = model.state_dict() if isinstance(model, nn.Module) else model
+        ctx.save_outputs(frame, {"state": state, "params": self.params}, stats)
+
+
+class EpisodicMetaMethod(MetaRegMethod):
+    """A meta-learner trained by ``meta_train`` on a per-episode-batch loss."""
+
+    defaults = {
+        "epochs": 1000,
+        "lr": 1e-2,
+        "batch_tasks": 32,
+        "eval_every": 10,
+        "patience": 10,
+        "max_train_tasks": None,
+        "hidden": 32,
+    }
+
+    def build(self, data: EpisodeData) -> nn.Module:
+        raise NotImplementedError
+
+    def loss(self, model, episodes: Episodes) -> torch.Tensor:
+        raise NotImplementedError
+
+    def fit(self, data, ctx, generator):
+        model = self.build(data).to(device=data.device, dtype=data.dtype)
+        stats = meta_train(model, self.loss, data, self.params, ctx, generator)
+        return model, stats

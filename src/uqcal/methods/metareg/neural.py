@@ -1,0 +1,181 @@
+"""Neural baselines: single-task (sqr, ng, bd), MAML (msqr, mng, mbd) and pooled (asqr, ang, abd).
+
+Per-task networks are trained side by side: their parameters are stacked (torch.func.stack_module_state)
+and every task's loss is evaluated with torch.func.vmap over torch.func.functional_call, so there is no
+Python loop over tasks. Summing the per-task losses gives each task exactly its own gradient, and Adam
+(elementwise) then updates each task's network as if it were trained alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+
+import torch
+from torch.func import functional_call, stack_module_state, vmap
+
+from uqcal.methods.metareg.episodes import (
+    EpisodeData,
+    Episodes,
+    EpisodicMetaMethod,
+    MetaRegMethod,
+    feedforward,
+)
+from uqcal.methods.metareg.heads import make_head
+
+_HEAD_DEFAULTS = {"head": "ng", "hidden": 32, "layers": 4, "dropout": 0.3, "mc_samples": 30}
+
+
+def _network(head, data: EpisodeData, params: dict):
+    dropout = params["dropout"] if head.name == "bd" else 0.0
+    net = feedforward(
+        head.input_dim(data.n_features), head.output_dim, params["hidden"], params["layers"], dropout
+    )
+    return net.to(device=data.device, dtype=data.dtype)
+
+
+def _task_fns(net, head):
+    """Per-task loss / raw prediction as functions of a parameter dict (vmapped over tasks)."""
+
+    def loss(params, x, y):
+        return head.loss(lambda inputs: functional_call(net, params, (inputs,)), x, y)
+
+    def raw(params, x):
+        return head.raw_prediction(lambda inputs: functional_call(net, params, (inputs,)), x)
+
+    return vmap(loss, randomness="different"), vmap(raw, randomness="different")
+
+
+class SingleTaskNet(MetaRegMethod):
+    """SQR / NG / BD trained from scratch on each meta-test task's support set (Sec. 5.2)."""
+
+    defaults = {**_HEAD_DEFAULTS, "epochs": 200, "lr": 1e-2, "max_train_tasks": None}
+
+    def fit(self, data, ctx, generator):
+        return None, {"train_seconds": 0.0}  # all training happens per test task, inside predict
+
+    def predict(self, model, episodes: Episodes):
+        p = self.params
+        head = make_head(p["head"], p["dropout"], p["mc_samples"])
+        nets = [_network(head, self._data, p) for _ in range(len(episodes))]
+        params, _ = stack_module_state(nets)
+        net = copy.deepcopy(nets[0]).to("meta")
+        net.train(head.name == "bd")
+        batched_loss, batched_raw = _task_fns(net, head)
+        optimiser = torch.optim.Adam(params.values(), lr=p["lr"])
+        for _ in range(p["epochs"]):
+            optimiser.zero_grad()
+            batched_loss(params, episodes.xs, episodes.ys).sum().backward()
+            optimiser.step()
+        with torch.no_grad():
+            return head.summarise(batched_raw(params, episodes.xq), episodes.yq)
+
+    def run(self, data, ctx=None, seed=0):
+        self._data = data
+        return super().run(data, ctx, seed)
+
+
+class MamlModule(torch.nn.Module):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+
+class MamlNet(EpisodicMetaMethod):
+    """MAML (Finn et al.) versions: meta-learned initialisation, 5 SGD steps of lr 1e-2 on the support set."""
+
+    defaults = {
+        **EpisodicMetaMethod.defaults,
+        **_HEAD_DEFAULTS,
+        "inner_lr": 1e-2,
+        "inner_steps": 5,
+        "first_order": False,
+    }
+
+    def build(self, data):
+        self._head = make_head(self.params["head"], self.params["dropout"], self.params["mc_samples"])
+        return MamlModule(_network(self._head, data, self.params))
+
+    def adapt(self, model: MamlModule, episodes: Episodes, create_graph: bool):
+        """The inner loop for all tasks of the batch: per-task fast weights (B, ...) from the shared init."""
+        p = self.params
+        model.net.train(self._head.name == "bd")
+        batched_loss, batched_raw = _task_fns(model.net, self._head)
+        batch = len(episodes)
+        fast = {k: v.unsqueeze(0).expand(batch, *v.shape) for k, v in model.net.named_parameters()}
+        with torch.enable_grad():
+            for _ in range(p["inner_steps"]):
+                support_loss = batched_loss(fast, episodes.xs, episodes.ys).sum()
+                grads = torch.autograd.grad(support_loss, list(fast.values()), create_graph=create_graph)
+                fast = {k: v - p["inner_lr"] * g for (k, v), g in zip(fast.items(), grads, strict=False)}
+        return fast, batched_loss, batched_raw
+
+    def loss(self, model, episodes):
+        create_graph = torch.is_grad_enabled() and model.training and not self.params["first_order"]
+        fast, batched_loss, _ = self.adapt(model, episodes, create_graph)
+        return batched_loss(fast, episodes.xq, episodes.yq).mean()
+
+    def predict(self, model, episodes):
+        fast, _, batched_raw = self.adapt(model, episodes, create_graph=False)
+        with torch.no_grad():
+            fast = {k: v.detach() for k, v in fast.items()}
+            return self._head.summarise(batched_raw(fast, episodes.xq), episodes.yq)
+
+
+class PooledNet(MetaRegMethod):
+    """ASQR / ANG / ABD (Table 5): one network trained on the pooled meta-training data, no adaptation.
+    Minibatch Adam; early stopping on the meta-validation query points."""
+
+    defaults = {
+        **_HEAD_DEFAULTS,
+        "epochs": 100,
+        "lr": 1e-2,
+        "batch_size": 256,
+        "eval_every": 1,
+        "patience": 10,
+        "max_train_tasks": None,
+    }
+
+    def fit(self, data, ctx, generator):
+        p = self.params
+        head = make_head(p["head"], p["dropout"], p["mc_samples"])
+        net = _network(head, data, p)
+        X, y = data.pooled()
+        val_x, val_y = data.val.xq.reshape(-1, data.n_features), data.val.yq.reshape(-1)
+        optimiser = torch.optim.Adam(net.parameters(), lr=p["lr"])
+        best, best_state, since, epochs_run = math.inf, copy.deepcopy(net.state_dict()), 0, 0
+        start = time.perf_counter()
+        for epoch in range(p["epochs"]):
+            net.train()
+            order = torch.randperm(len(y), generator=generator).to(data.device)
+            for first in range(0, len(y), p["batch_size"]):
+                rows = order[first : first + p["batch_size"]]
+                optimiser.zero_grad()
+                head.loss(net, X[rows], y[rows]).backward()
+                optimiser.step()
+            epochs_run = epoch + 1
+            if epochs_run % p["eval_every"] == 0:
+                net.eval()
+                with torch.no_grad():
+                    val = float(head.loss(net, val_x, val_y))
+                if val < best - 1e-6:
+                    best, best_state, since = val, copy.deepcopy(net.state_dict()), 0
+                else:
+                    since += 1
+                    if since >= p["patience"]:
+                        break
+        net.load_state_dict(best_state)
+        self._head = head
+        return net, {
+            "train_seconds": time.perf_counter() - start,
+            "epochs_run": epochs_run,
+            "best_val_loss": best,
+        }
+
+    def predict(self, net, episodes):
+        net.train(self._head.name == "bd")  # MC dropout stays on at prediction time
+        with torch.no_grad():
+            batch, n_query = episodes.yq.shape
+            raw = self._head.raw_prediction(net, episodes.xq.reshape(batch * n_query, -1))
+            return self._head.summarise(raw.reshape(batch, n_query, -1), episodes.yq)

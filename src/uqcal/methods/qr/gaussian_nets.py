@@ -1,0 +1,249 @@
+"""Heteroscedastic Gaussian MLPs trained with (optionally) the quantile regulariser, shared by Dropout VI
+and the Deep Ensemble (QR paper Sec. 5.2; authors' code for the details the paper leaves out).
+
+Units: features and target are standardised with the training split's statistics; the net outputs mu and
+sigma = min_std + (1 - min_std) * softplus(.) in those units; predictions are mapped back to original units.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from uqcal.api import Method, RunContext
+from uqcal.calibration_entropy import QuantileRegularizer, gaussian_nll, gaussian_pit
+
+VARIANCE_RULES = ("mixture", "authors")
+ADVERSARIAL = ("none", "fgsm", "fgsm_authors")
+
+
+class HeteroscedasticMLP(nn.Module):
+    """depth x hidden ReLU layers (dropout after each), head -> (mu, sigma)."""
+
+    def __init__(self, in_dim: int, hidden: int = 128, depth: int = 2, dropout: float = 0.0,
+                 min_std: float = 0.1):
+        super().__init__()
+        layers: list[nn.Module] = []
+        width = in_dim
+        for _ in range(depth):
+            layers += [nn.Linear(width, hidden), nn.ReLU()]
+            if dropout > 0:
+                layers.append(nn.Dropout(dropout))
+            width = hidden
+        self.body = nn.Sequential(*layers)
+        self.head = nn.Linear(width, 2)
+        self.min_std = min_std
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.head(self.body(x))
+        std = self.min_std + (1.0 - self.min_std) * nn.functional.softplus(out[:, 1])
+        return out[:, 0], std
+
+
+@dataclass
+class Standardiser:
+    x_mean: np.ndarray
+    x_std: np.ndarray
+    y_mean: float
+    y_std: float
+
+    @classmethod
+    def from_split(cls, split: dict, n_features: int) -> Standardiser:
+        x_std = np.asarray(split["x_std"], float).reshape(n_features)
+        return cls(np.asarray(split["x_mean"], float).reshape(n_features), np.where(x_std > 0, x_std, 1.0),
+                   float(split["y_mean"]), float(split["y_std"]) or 1.0)
+
+    def x(self, X: np.ndarray) -> np.ndarray:
+        return (X - self.x_mean) / self.x_std
+
+    def y(self, y: np.ndarray) -> np.ndarray:
+        return (y - self.y_mean) / self.y_std
+
+
+def train_member(net: HeteroscedasticMLP, X: torch.Tensor, y: torch.Tensor, params: dict,
+                 regularizer: QuantileRegularizer, generator: torch.Generator,
+                 fgsm_eps: torch.Tensor | None) -> dict:
+    """Adam on NLL - lam * H(PIT) over shuffled minibatches; FGSM adds the NLL at x + eps sign(grad_x)."""
+    optimiser = torch.optim.Adam(net.parameters(), lr=params["lr"])
+    n, batch_size = X.shape[0], int(params["batch_size"])
+    adversarial = params["adversarial"]
+    net.train()
+    last = {}
+    for _ in range(int(params["epochs"])):
+        order = torch.randperm(n, generator=generator)
+        for start in range(0, n, batch_size):
+            index = order[start : start + batch_size]
+            xb, yb = X[index], y[index]
+            if adversarial != "none":
+                xb = xb.clone().requires_grad_(True)
+            mean, std = net(xb)
+            nll = gaussian_nll(yb, mean, std)
+            penalty = regularizer.penalty(gaussian_pit(yb, mean, std))
+            loss = nll + penalty
+            if adversarial != "none":
+                # Lakshminarayanan et al. 2017: x_adv = x + eps * sign(grad_x l(x)).
+                (grad_x,) = torch.autograd.grad(nll, xb, retain_graph=True)
+                x_adv = (xb + fgsm_eps * grad_x.sign()).detach()
+                if adversarial == "fgsm":
+                    adv_mean, adv_std = net(x_adv)
+                else:  # the authors' code: the "adversarial" loss reuses the clean outputs
+                    adv_mean, adv_std = mean, std
+                loss = loss + gaussian_nll(yb, adv_mean, adv_std)
+            optimiser.zero_grad(set_to_none=True)
+            loss.backward()
+            optimiser.step()
+            last = {"nll": float(nll.detach()), "penalty": float(penalty.detach())}
+    return last
+
+
+@torch.no_grad()
+def member_passes(net: HeteroscedasticMLP, X: torch.Tensor, passes: int) -> tuple[np.ndarray, np.ndarray]:
+    """(passes, n) means and stds; passes > 1 keeps dropout on (MC dropout)."""
+    net.train(passes > 1)
+    means, stds = zip(*(net(X) for _ in range(passes)), strict=True)
+    return torch.stack(means).cpu().numpy(), torch.stack(stds).cpu().numpy()
+
+
+def mixture_moments(means: np.ndarray, stds: np.ndarray, rule: str) -> tuple[np.ndarray, np.ndarray]:
+    """Moment-matched Gaussian of a uniform mixture over axis 0.
+
+    'mixture': var = mean(sigma^2) + var(mu) (the law of total variance);
+    'authors': var = mean(sigma)^2 + var(mu) (the authors' code; smaller by var(sigma)).
+    """
+    if rule not in VARIANCE_RULES:
+        raise ValueError(f"variance must be one of {VARIANCE_RULES}, got {rule!r}")
+    means, stds = np.asarray(means, np.float64), np.asarray(stds, np.float64)
+    mean = means.mean(axis=0)
+    spread = means.var(axis=0)
+    aleatoric = (stds**2).mean(axis=0) if rule == "mixture" else stds.mean(axis=0) ** 2
+    return mean, np.sqrt(aleatoric + spread)
+
+
+class GaussianNetMethod(Method):
+    """Common trainer: ``n_members`` nets, each predicted with ``mc_samples`` passes, pooled as a mixture."""
+
+    defaults = {
+        "hidden": 128, "depth": 2, "min_std": 0.1, "lr": 1e-2, "batch_size": 512, "epochs": 64,
+        "dropout": 0.0, "mc_samples": 1, "n_members": 1, "adversarial": "none", "fgsm_eps_fraction": 0.01,
+        "lam": 0.0, "k": None, "k_multiplier": 1.0, "sort": "hard", "tau": 1e-3, "spacing_eps": 1e-6,
+        "variance": "mixture", "calibration_fraction": 0.0,
+    }
+
+    def _validate(self) -> None:
+        p = self.params
+        if p["variance"] not in VARIANCE_RULES:
+            raise ValueError(f"variance must be one of {VARIANCE_RULES}, got {p['variance']!r}")
+        if p["adversarial"] not in ADVERSARIAL:
+            raise ValueError(f"adversarial must be one of {ADVERSARIAL}, got {p['adversarial']!r}")
+        if not 0.0 <= p["calibration_fraction"] < 1.0:
+            raise ValueError(f"calibration_fraction must be in [0, 1), got {p['calibration_fraction']}")
+        for key in ("epochs", "batch_size", "n_members", "mc_samples"):
+            if int(p[key]) < 1:
+                raise ValueError(f"{key} must be >= 1, got {p[key]}")
+
+    def train(self, ctx: RunContext) -> None:
+        self.params = dict(ctx.params)
+        self._validate()
+        p = self.params
+        torch.set_num_threads(int(ctx.config.get("torch_threads", 1) or 1))
+        ctx.seed_everything()
+        table, split = ctx.load_data(), ctx.load_split()
+        train_rows, test_rows = np.asarray(split["train"], int), np.asarray(split["test"], int)
+        X_all, y_all = np.asarray(table.X, float), np.asarray(table.y, float)
+        scale = Standardiser.from_split(split, X_all.shape[1])
+        rng = ctx.rng(1)
+        calibration_rows = np.empty(0, int)
+        if p["calibration_fraction"] > 0:
+            shuffled = rng.permutation(train_rows)
+            n_cal = max(2, int(round(p["calibration_fraction"] * shuffled.size)))
+            calibration_rows, train_rows = np.sort(shuffled[:n_cal]), np.sort(shuffled[n_cal:])
+
+        def tensors(rows):
+            return (torch.as_tensor(scale.x(X_all[rows]), dtype=torch.float32, device=ctx.device),
+                    torch.as_tensor(scale.y(y_all[rows]), dtype=torch.float32, device=ctx.device))
+
+        X_train, y_train = tensors(train_rows)
+        regularizer = QuantileRegularizer(p["lam"], p["k"], p["k_multiplier"], p["sort"], p["tau"],
+                                          p["spacing_eps"])
+        fgsm_eps = None
+        if p["adversarial"] != "none":
+            feature_range = X_train.max(dim=0).values - X_train.min(dim=0).values
+            fgsm_eps = p["fgsm_eps_fraction"] * feature_range  # 0.01 x range, standardised units
+        generator = ctx.torch_generator(2)
+        start = time.perf_counter()
+        nets, finals = [], []
+        for _ in ctx.progress(range(int(p["n_members"])), total=int(p["n_members"]), desc=ctx.method):
+            net = HeteroscedasticMLP(X_train.shape[1], int(p["hidden"]), int(p["depth"]), float(p["dropout"]),
+                                     float(p["min_std"])).to(ctx.device)
+            finals.append(train_member(net, X_train, y_train, p, regularizer, generator, fgsm_eps))
+            nets.append(net)
+        train_seconds = time.perf_counter() - start
+
+        def predict(rows) -> tuple[np.ndarray, np.ndarray]:
+            X, _ = tensors(rows)
+            passes = [member_passes(net, X, int(p["mc_samples"])) for net in nets]
+            means = np.concatenate([m for m, _ in passes])
+            stds = np.concatenate([s for _, s in passes])
+            return mixture_moments(means, stds, p["variance"])
+
+        def pit_of(rows) -> np.ndarray:
+            if rows.size == 0:
+                return np.empty(0)
+            mean, std = predict(rows)
+            return _norm_cdf((scale.y(y_all[rows]) - mean) / std)
+
+        test_mean, test_std = predict(test_rows)
+        predictions = pd.DataFrame({
+            "y": y_all[test_rows],
+            "mean": scale.y_mean + scale.y_std * test_mean,
+            "std": scale.y_std * test_std,
+        })
+        train_pit = pit_of(train_rows)
+        model = {
+            "state_dicts": [{k: v.cpu() for k, v in net.state_dict().items()} for net in nets],
+            "params": p, "x_mean": scale.x_mean, "x_std": scale.x_std,
+            "y_mean": scale.y_mean, "y_std": scale.y_std,
+            "train_rows": train_rows, "calibration_rows": calibration_rows,
+            "train_pit": train_pit, "calibration_pit": pit_of(calibration_rows),
+        }
+        stats = {
+            "train_seconds": train_seconds,
+            "n_train": int(train_rows.size), "n_calibration": int(calibration_rows.size),
+            "n_test": int(test_rows.size),
+            "final_batch_nll": float(np.mean([f.get("nll", math.nan) for f in finals])),
+            "final_batch_qr_penalty": float(np.mean([f.get("penalty", math.nan) for f in finals])),
+            "spacing_k_full_batch": _k_for(min(int(p["batch_size"]), int(train_rows.size)), p),
+            "variance_rule": p["variance"], "variance_authors": float(p["variance"] == "authors"),
+            "adversarial": p["adversarial"], "lam": float(p["lam"]),
+            "train_ce": _ce_percent(train_pit),
+        }
+        ctx.save_outputs(predictions, model, stats)
+
+    def evaluate(self, ctx: RunContext) -> dict[str, float]:
+        from uqcal.methods.qr.metrics import qr_metrics
+
+        return qr_metrics(super().evaluate, ctx)
+
+
+def _k_for(n: int, p: dict) -> int:
+    from uqcal.calibration_entropy import spacing_k
+
+    return spacing_k(n, p["k"], p["k_multiplier"]) if n >= 2 else 0
+
+
+def _norm_cdf(z: np.ndarray) -> np.ndarray:
+    from scipy.special import ndtr
+
+    return ndtr(z)
+
+
+def _ce_percent(pit: np.ndarray) -> float:
+    from uqcal.methods.qr.metrics import ce_percent
+
+    return ce_percent(pit) if pit.size else math.nan

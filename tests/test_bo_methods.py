@@ -1,0 +1,78 @@
+"""The bo methods through the Method API: predictions schema, metrics, paired initial designs."""
+
+import json
+import logging
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from uqcal.api import RunContext, get_entry, resolve_params
+from uqcal.methods.bo.calibrated import bo_metrics
+from uqcal.objectives import make_synthetic
+
+torch.set_num_threads(1)
+SPEC = {"type": "synthetic", "objective": "forrester"}
+BASIN_MISS = [[0.05], [0.2], [0.4]]
+
+
+def _run(tmp_path, method, setting, seed=0):
+    small = {} if method == "random" else {"num_restarts": 2, "raw_samples": 32, "snapshot_grid": 21}
+    params = resolve_params("bo", method, small)
+    ctx = RunContext(
+        family="bo", dataset="forrester", setting="forrester-ucb", method=method, seed=seed,
+        config={"torch_threads": 1}, dataset_spec={"source": SPEC}, setting_params=setting, family_params={},
+        params=params, run_dir=tmp_path / method / f"seed{seed}", split_path=tmp_path / "split.json",
+        raw_path=tmp_path / "raw.parquet", depends_dir=None, device=torch.device("cpu"),
+        log=logging.getLogger("test"),
+    )
+    method_obj = get_entry("bo", method).load_class()(params)
+    method_obj.train(ctx)
+    return ctx, method_obj.evaluate(ctx), pd.read_parquet(ctx.run_dir / "predictions.parquet")
+
+
+def test_paired_runs_share_the_initial_design_and_write_the_contract(tmp_path):
+    (tmp_path / "split.json").write_text(json.dumps({"objective": "forrester", "initial_x": BASIN_MISS,
+                                                     "bounds": [[0.0], [1.0]]}))
+    setting = {"acquisition": "ucb", "budget": 3, "n_init": 3, "target_tol": 0.05}
+    runs = {m: _run(tmp_path, m, setting) for m in ("calibrated", "uncalibrated", "random")}
+    for method, (_ctx, metrics, predictions) in runs.items():
+        init = predictions[predictions["iteration"] == 0]
+        assert [json.loads(x) for x in init["x"]] == BASIN_MISS, method
+        assert predictions["iteration"].max() == 3
+        assert np.all(np.diff(predictions["best_so_far"]) <= 0)
+        np.testing.assert_allclose(predictions["best_so_far"], np.minimum.accumulate(predictions["y"]))
+        for key in ("final_best", "regret_auc", "steps_to_target", "final_regret"):
+            assert np.isfinite(metrics[key]), (method, key)
+    for column in ("pred_mean", "pred_std", "pred_pit_base", "pred_pit_recal", "recal_seconds"):
+        assert column in runs["calibrated"][2]
+    assert "cal_score_recal" in runs["calibrated"][1] and "cal_score_base" in runs["uncalibrated"][1]
+    assert (runs["calibrated"][0].run_dir / "snapshots.parquet").exists()
+
+
+def test_setting_initial_design_overrides_the_split(tmp_path):
+    setting = {"acquisition": "ei", "budget": 1, "n_init": 3, "initial_design": [[0.1], [0.3]]}
+    _, _, predictions = _run(tmp_path, "uncalibrated", setting)
+    assert [json.loads(x) for x in predictions[predictions["iteration"] == 0]["x"]] == [[0.1], [0.3]]
+    with pytest.raises(KeyError, match="unknown key"):
+        _run(tmp_path, "random", {"acquisition": "ei", "budgett": 3})
+
+
+def test_metrics_against_a_hand_computed_trace():
+    objective = make_synthetic("forrester")
+    optimum = objective.optimum_value
+    predictions = pd.DataFrame({
+        "iteration": [0, 0, 1, 2, 3],
+        "y": [1.0, 0.0, optimum + 1.0, optimum + 0.01, 5.0],
+        "pred_pit_base": [np.nan, np.nan, 0.5, 0.99, 0.01],
+    })
+    predictions["best_so_far"] = np.minimum.accumulate(predictions["y"])
+    metrics = bo_metrics(predictions, objective, target_tol=0.05)
+    regrets = np.array([0.0 - optimum, 1.0, 0.01, 0.01])
+    assert metrics["regret_auc"] == pytest.approx(regrets.mean())
+    assert metrics["steps_to_target"] == 2.0
+    assert metrics["final_best"] == pytest.approx(optimum + 0.01)
+    levels = np.linspace(0.05, 0.95, 19)
+    freq = np.array([np.mean(np.array([0.5, 0.99, 0.01]) <= p) for p in levels])
+    assert metrics["cal_score_base"] == pytest.approx(np.sum((levels - freq) ** 2))

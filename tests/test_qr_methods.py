@@ -1,0 +1,125 @@
+"""qr methods end to end on a small synthetic problem: Dropout VI, Deep Ensemble (FGSM), isotonic reuse."""
+
+import logging
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from uqcal.api import RunContext, get_entry, resolve_params
+from uqcal.methods.qr.gaussian_nets import HeteroscedasticMLP, mixture_moments, train_member
+from uqcal.methods.qr.metrics import QR_METRICS
+
+torch.set_num_threads(1)
+
+
+@dataclass
+class SyntheticContext(RunContext):
+    data: object = None
+    split: dict | None = None
+
+    def load_data(self):
+        return self.data
+
+    def load_split(self):
+        return self.split
+
+
+def _context(tmp_path, method, depends_dir=None, overrides=None, n=240):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, size=(n, 3))
+    y = 5.0 + 2.0 * (X[:, 0] + np.sin(2 * X[:, 1])) + rng.normal(0, 0.5 + 0.3 * np.abs(X[:, 2]), n)
+    train, test = np.arange(0, 192), np.arange(192, n)
+    split = {"train": train.tolist(), "test": test.tolist(), "x_mean": X[train].mean(0).tolist(),
+             "x_std": X[train].std(0).tolist(), "y_mean": float(y[train].mean()),
+             "y_std": float(y[train].std()), "repeat": 0, "fold": 0}
+    trains = "epochs" in get_entry("qr", method).load_class().defaults
+    params = resolve_params("qr", method, {**({"epochs": 3} if trains else {}), **(overrides or {})})
+    return SyntheticContext(
+        family="qr", dataset="synthetic", setting="cv5", method=method, seed=0, config={"torch_threads": 1},
+        dataset_spec={}, setting_params={}, family_params={}, params=params, run_dir=tmp_path / method,
+        split_path=tmp_path / "split.json", raw_path=tmp_path / "raw.parquet", depends_dir=depends_dir,
+        device=torch.device("cpu"), log=logging.getLogger("test"),
+        data=SimpleNamespace(X=X, y=y), split=split)
+
+
+def _run(ctx):
+    method = get_entry("qr", ctx.method).load_class()(ctx.params)
+    method.train(ctx)
+    return method.evaluate(ctx)
+
+
+def test_dvi_qr_and_isotonic_variants_end_to_end(tmp_path):
+    ctx = _context(tmp_path, "dvi_qr", overrides={"mc_samples": 8})
+    assert ctx.params["lam"] == 1.0 and ctx.params["dropout"] == 0.5
+    metrics = _run(ctx)
+    assert set(QR_METRICS) <= set(metrics)
+    pred = pd.read_parquet(ctx.run_dir / "predictions.parquet")
+    assert np.all(pred["std"] > 0) and len(pred) == 48
+    # Original units: the target is centred at 5, far from the standardised 0.
+    assert abs(pred["mean"].mean() - 5.0) < 3.0
+    base_model = torch.load(ctx.run_dir / "model.pt", weights_only=False)
+    assert base_model["train_pit"].size == 192
+    iso = _context(tmp_path, "dvi_qr_iso", depends_dir=ctx.run_dir)
+    iso_metrics = _run(iso)
+    assert set(QR_METRICS) | {"zero_density_fraction", "max_density", "delta"} <= set(iso_metrics)
+    iso_pred = pd.read_parquet(iso.run_dir / "predictions.parquet")
+    np.testing.assert_allclose(iso_pred["base_mean"], pred["mean"])  # the same trained model, reused
+    np.testing.assert_allclose(iso_pred["mean"], pred["mean"] - iso_metrics["delta"] * pred["std"])
+    with pytest.raises(ValueError, match="calibration_fraction"):
+        _run(_context(tmp_path, "dvi_qr_isocal", depends_dir=ctx.run_dir))
+
+
+def test_deep_ensemble_with_held_out_calibration_part(tmp_path):
+    ctx = _context(tmp_path, "de_cal", overrides={"n_members": 2})
+    assert ctx.params["adversarial"] == "fgsm" and ctx.params["calibration_fraction"] == 0.2
+    metrics = _run(ctx)
+    assert metrics["n_calibration"] == pytest.approx(round(0.2 * 192))
+    assert metrics["n_train"] + metrics["n_calibration"] == 192
+    model = torch.load(ctx.run_dir / "model.pt", weights_only=False)
+    assert len(model["state_dicts"]) == 2 and model["calibration_pit"].size == metrics["n_calibration"]
+    assert not set(model["calibration_rows"]) & set(model["train_rows"])
+    iso = _run(_context(tmp_path, "de_isocal", depends_dir=ctx.run_dir))
+    assert iso["n_recalibration"] == metrics["n_calibration"]
+
+
+class _RecordingNet(HeteroscedasticMLP):
+    def __init__(self):
+        super().__init__(2, hidden=8, depth=1)
+        self.inputs = []
+
+    def forward(self, x):
+        self.inputs.append(x.detach().clone())
+        return super().forward(x)
+
+
+@pytest.mark.parametrize("mode", ["fgsm", "fgsm_authors"])
+def test_fgsm_loss_uses_perturbed_inputs(mode):
+    X, y = torch.randn(16, 2), torch.randn(16)
+    net = _RecordingNet()
+    params = {"lr": 1e-3, "batch_size": 16, "epochs": 1, "adversarial": mode}
+    from uqcal.calibration_entropy import QuantileRegularizer
+
+    eps = torch.tensor([0.1, 0.2])
+    train_member(net, X, y, params, QuantileRegularizer(0.0), torch.Generator().manual_seed(0), eps)
+    if mode == "fgsm":
+        clean, adversarial = net.inputs
+        # x_adv = x + eps * sign(grad): every coordinate moved by exactly eps_j.
+        np.testing.assert_allclose((adversarial - clean).abs().numpy(), eps.expand(16, 2).numpy(), rtol=1e-6)
+    else:  # the authors' bug: no forward pass on perturbed inputs at all
+        assert len(net.inputs) == 1
+
+
+def test_mixture_variance_rules():
+    rng = np.random.default_rng(0)
+    means, stds = rng.normal(size=(5, 7)), rng.uniform(0.5, 2.0, size=(5, 7))
+    mean, std = mixture_moments(means, stds, "mixture")
+    second_moment = (stds**2 + means**2).mean(axis=0)  # E[Y^2] of the equal-weight mixture
+    np.testing.assert_allclose(std**2, second_moment - means.mean(axis=0) ** 2)
+    _, std_authors = mixture_moments(means, stds, "authors")
+    np.testing.assert_allclose(std**2 - std_authors**2, stds.var(axis=0))
+    with pytest.raises(ValueError, match="variance"):
+        mixture_moments(means, stds, "median")
