@@ -76,3 +76,20 @@ def test_metrics_against_a_hand_computed_trace():
     levels = np.linspace(0.05, 0.95, 19)
     freq = np.array([np.mean(np.array([0.5, 0.99, 0.01]) <= p) for p in levels])
     assert metrics["cal_score_base"] == pytest.approx(np.sum((levels - freq) ** 2))
+
+
+@pytest.mark.parametrize("method", ["calibrated_quantile", "calibrated_gprecal", "calibrated_timeseries",
+                                    "calibrated_refit"])
+def test_every_option_runs_and_recalibrates(tmp_path, method):
+    setting = {"acquisition": "ei", "budget": 1, "n_init": 3, "initial_design": [[0.1], [0.5], [0.9]]}
+    params = {"num_restarts": 1, "raw_samples": 16, "snapshot_grid": 0, "min_recal_points": 2}
+    ctx = RunContext(
+        family="bo", dataset="forrester", setting="s", method=method, seed=0, config={},
+        dataset_spec={"source": SPEC}, setting_params=setting, family_params={},
+        params=resolve_params("bo", method, params), run_dir=tmp_path, split_path=tmp_path / "none.json",
+        raw_path=tmp_path / "raw.parquet", depends_dir=None, device=torch.device("cpu"),
+        log=logging.getLogger("test"),
+    )
+    get_entry("bo", method).load_class()(ctx.params).train(ctx)
+    row = pd.read_parquet(tmp_path / "predictions.parquet").iloc[-1]
+    assert 0.0 <= row["pred_pit_recal"] <= 1.0 and row["recal_seconds"] > 0.0
