@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from tests.fewshot_fakes import FakeContext, synthetic_glyphs, synthetic_split
 
 import uqcal.splits
+from tests.fewshot_fakes import FakeContext, synthetic_glyphs, synthetic_split
 from uqcal.io import read_json
 from uqcal.methods.fewshot import METHODS
 

@@ -125,16 +125,12 @@ def check_page(page: Path, screenshot_dir: Path) -> list[str]:
         problems.append(f"{page}: console messages {console}")
     match = re.search(PROBE_ATTR + r"=\"([^\"]*)\"", result.stdout)
     if result.returncode != 0 or match is None:
-        problems.append(
-            f"{page}: chromium did not render the page (rc={result.returncode}): {result.stderr[-800:]}"
-        )
+        problems.append(f"{page}: chromium did not render the page (rc={result.returncode}): {result.stderr[-800:]}")
     else:
         probe = json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
         problems += [f"{page}: image did not render: {img['src']}" for img in probe["imgs"] if not img["ok"]]
         if len(probe["imgs"]) != len(refs.images):
-            problems.append(
-                f"{page}: {len(refs.images)} images in the source, {len(probe['imgs'])} in the DOM"
-            )
+            problems.append(f"{page}: {len(refs.images)} images in the source, {len(probe['imgs'])} in the DOM")
         if len(probe["tables"]) != refs.tables or any(rows == 0 for rows in probe["tables"]):
             problems.append(f"{page}: tables in DOM {probe['tables']} vs {refs.tables} in the source")
     screenshot_dir.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from tests.test_report_tree import bo_predictions, write_run
+from uqcal.io import write_json
 from uqcal.report.claims import HELD, NOT_HELD, NOT_RUN, ClaimContext, evaluate_claim
 from uqcal.report.reference import DatasetRelation, Reference
 
@@ -16,14 +17,8 @@ def summary_of(rows):
 
 
 def ctx_of(summary, runs=None, reference=None, relations=None, results_dir=None):
-    runs = (
-        runs
-        if runs is not None
-        else pd.DataFrame(columns=["dataset", "setting", "method", "seed", "metric", "value"])
-    )
-    return ClaimContext(
-        "metareg", summary, runs, reference or Reference("metareg"), relations or {}, results_dir
-    )
+    runs = runs if runs is not None else pd.DataFrame(columns=["dataset", "setting", "method", "seed", "metric", "value"])
+    return ClaimContext("metareg", summary, runs, reference or Reference("metareg"), relations or {}, results_dir)
 
 
 SUMMARY = summary_of(
@@ -43,16 +38,12 @@ def claim(check, cid="c"):
 
 
 def test_less_than_every_row_and_fraction():
-    res = evaluate_claim(
-        claim({"kind": "less_than", "metric": "ece", "a": "metacal", "b": "mdkl"}), ctx_of(SUMMARY)
-    )
+    res = evaluate_claim(claim({"kind": "less_than", "metric": "ece", "a": "metacal", "b": "mdkl"}), ctx_of(SUMMARY))
     assert res.verdict == NOT_HELD  # ozone/ns20 breaks it
     assert [ok for _, _, ok in res.evidence] == [True, False, True]
     assert "0.070" in res.evidence[1][1] and "0.080" in res.evidence[1][1]
     res = evaluate_claim(
-        claim(
-            {"kind": "less_than", "metric": "ece", "a": "metacal", "b": "mdkl", "scope": {"at_least": 0.6}}
-        ),
+        claim({"kind": "less_than", "metric": "ece", "a": "metacal", "b": "mdkl", "scope": {"at_least": 0.6}}),
         ctx_of(SUMMARY),
     )
     assert res.verdict == HELD
@@ -69,9 +60,7 @@ def test_less_than_every_row_and_fraction():
 
 
 def test_absent_method_is_not_run_never_dropped():
-    res = evaluate_claim(
-        claim({"kind": "less_than", "metric": "ece", "a": "metacal", "b": "wo_r"}), ctx_of(SUMMARY)
-    )
+    res = evaluate_claim(claim({"kind": "less_than", "metric": "ece", "a": "metacal", "b": "wo_r"}), ctx_of(SUMMARY))
     assert res.verdict == NOT_RUN and "wo_r" in res.summary
     res = evaluate_claim(claim({"kind": "best", "metric": "te", "method": "metacal"}), ctx_of(SUMMARY))
     assert res.verdict == NOT_RUN
@@ -91,9 +80,7 @@ def test_best_with_significance_ties():
         .agg(mean="mean", std="std", n="count")
         .reset_index()
     )
-    strict = evaluate_claim(
-        claim({"kind": "best", "metric": "te", "method": "a", "ties": "strict"}), ctx_of(summary, runs)
-    )
+    strict = evaluate_claim(claim({"kind": "best", "metric": "te", "method": "a", "ties": "strict"}), ctx_of(summary, runs))
     assert strict.verdict == NOT_HELD  # b has the lower mean
     tied = evaluate_claim(claim({"kind": "best", "metric": "te", "method": "a"}), ctx_of(summary, runs))
     assert tied.verdict == HELD and "tied" in tied.evidence[0][1]
@@ -106,9 +93,7 @@ def test_monotone_and_spearman():
         [("ozone", s, "metacal", "te", v, 0.0, 2) for s, v in (("ns10", 0.3), ("ns20", 0.2), ("ns30", 0.25))]
     )
     res = evaluate_claim(
-        claim(
-            {"kind": "monotone", "metric": "te", "method": "metacal", "settings": ["ns10", "ns20", "ns30"]}
-        ),
+        claim({"kind": "monotone", "metric": "te", "method": "metacal", "settings": ["ns10", "ns20", "ns30"]}),
         ctx_of(summary),
     )
     assert res.verdict == NOT_HELD
@@ -120,9 +105,7 @@ def test_monotone_and_spearman():
     methods = ["rio", "r_i", "r_o", "y_o", "y_io", "svgp"]
     noise = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     rows = [("c", "h", m, "noise_variance", v, 0, 1) for m, v in zip(methods, noise, strict=False)]
-    rows += [
-        ("c", "h", m, "rmse", v**0.5, 0, 1) for m, v in zip(methods, noise, strict=False)
-    ]  # perfectly monotone
+    rows += [("c", "h", m, "rmse", v**0.5, 0, 1) for m, v in zip(methods, noise, strict=False)]  # perfectly monotone
     rows += [("d", "h", m, "noise_variance", v, 0, 1) for m, v in zip(methods, noise, strict=False)]
     rows += [("d", "h", m, "rmse", r, 0, 1) for m, r in zip(methods, [3, 1, 6, 2, 5, 4], strict=False)]
     res = evaluate_claim(
@@ -177,9 +160,7 @@ def test_fewer_steps_on_curves(tmp_path):
     slow = pd.DataFrame({"iteration": range(5), "best_so_far": [3.0, 2.0, 1.5, 1.0, 1.0]})
     for seed in range(2):
         write_run(results, "bo", "forrester", "forrester-ucb", "calibrated", seed, {"final_best": 0.5}, fast)
-        write_run(
-            results, "bo", "forrester", "forrester-ucb", "uncalibrated", seed, {"final_best": 1.0}, slow
-        )
+        write_run(results, "bo", "forrester", "forrester-ucb", "uncalibrated", seed, {"final_best": 1.0}, slow)
     summary = summary_of([("forrester", "forrester-ucb", "calibrated", "final_best", 0.5, 0, 2)])
     ctx = ClaimContext("bo", summary, pd.DataFrame(), Reference("bo"), {}, results)
     res = evaluate_claim(claim({"kind": "fewer_steps", "a": "calibrated", "b": "uncalibrated"}), ctx)
@@ -194,3 +175,22 @@ def test_unknown_kind_names_the_claim():
         evaluate_claim(claim({"kind": "bigger"}), ctx_of(SUMMARY))
     with pytest.raises(ValueError, match="missing key"):
         evaluate_claim(claim({"kind": "less_than", "metric": "ece"}), ctx_of(SUMMARY))
+
+
+def test_stats_curve_greater_reads_train_stats(tmp_path):
+    results = tmp_path / "results"
+    for seed in range(2):
+        run_dir = write_run(results, "fewshot", "g", "5w5s", "md", seed, {"acc": 50.0})
+        write_json(
+            run_dir / "train_stats.json",
+            {"inner_elbo_curves": {"md": [[-5.0, -3.0, -2.0]], "gd": [[-5.0, -4.0, -3.5 + seed]]}},
+        )
+    summary = summary_of([("g", "5w5s", "md", "acc", 50.0, 0.0, 2)])
+    ctx = ClaimContext("fewshot", summary, pd.DataFrame(), Reference("fewshot"), {}, results)
+    check = {"kind": "stats_curve_greater", "key": "inner_elbo_curves", "a": "md", "b": "gd", "method": "md"}
+    res = evaluate_claim(claim(check), ctx)  # md ends at -2.0; gd at mean(-3.5, -2.5) = -3.0
+    assert res.verdict == HELD and "md -2.000 vs gd -3.000" in res.evidence[0][1]
+    res = evaluate_claim(claim({**check, "a": "gd", "b": "md"}), ctx)
+    assert res.verdict == NOT_HELD
+    res = evaluate_claim(claim({**check, "key": "outer_loss_curve"}), ctx)
+    assert res.verdict == NOT_RUN

@@ -29,9 +29,7 @@ def test_git_state_clean_then_dirty(tmp_path):
     (tmp_path / "f.txt").write_text("a")
     git("add", "f.txt")
     git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "y")
-    head = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True
-    ).stdout.strip()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
     assert git_state(tmp_path) == (head, False)
     (tmp_path / "f.txt").write_text("b")
     assert git_state(tmp_path) == (head, True)
@@ -50,9 +48,7 @@ def test_benchmarks_and_dataset_records(tmp_path):
         tmp_path / "logs/bench/train/rio/concrete/holdout/rio/seed1.tsv",
         header + "3.5\t0:00:03\t110.0\t1\t1\t1\t0\t0\t50\t1.2\n",
     )
-    write_text(
-        tmp_path / "logs/bench/materialise/concrete.tsv", header + "0.5\t0:00:00\t90\t1\t1\t1\t0\t0\t5\t0.1\n"
-    )
+    write_text(tmp_path / "logs/bench/materialise/concrete.tsv", header + "0.5\t0:00:00\t90\t1\t1\t1\t0\t0\t5\t0.1\n")
     write_text(tmp_path / "logs/bench/broken/x.tsv", "not a benchmark\n")
     bench = read_benchmarks(tmp_path / "logs")
     assert sorted(bench["rule"]) == ["materialise", "train", "train"]

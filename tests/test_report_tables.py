@@ -62,9 +62,7 @@ def test_bold_marking_matches_brute_force(tmp_path):
     )
     means = {m: v.mean() for m, v in values.items()}
     best = min(means, key=means.get)
-    expected = {best} | {
-        m for m, v in values.items() if m != best and brute_force_paired_p(v, values[best]) >= 0.05
-    }
+    expected = {best} | {m for m, v in values.items() if m != best and brute_force_paired_p(v, values[best]) >= 0.05}
     got = {m for (metric, m), cell in table.rows[0].cells.items() if cell.bold}
     assert got == expected
     assert "np" not in got and "gp" not in got  # the test can tell these apart from the best
@@ -159,21 +157,12 @@ def test_reference_files_have_all_five_papers_with_table_numbers():
         for table in ref.tables.values():
             assert table["table"].startswith("Table ") and table["caption"]
     # spot checks against IMPLEMENTATION-NOTES.md's quoted values
-    assert (
-        load_reference(REFERENCE_DIR, "rio").value("table1", "CCS", "holdout", "rio", "nlpd")["mean"] == 3.241
-    )
+    assert load_reference(REFERENCE_DIR, "rio").value("table1", "CCS", "holdout", "rio", "nlpd")["mean"] == 3.241
     qr = load_reference(REFERENCE_DIR, "qr")
     assert qr.value("table2", "Boston Housing", "cv5", "de_qr", "ce")["mean"] == 25.25
+    assert load_reference(REFERENCE_DIR, "fewshot").value("table2", "Omniglot->EMNIST", "5w5s", "md", "mce")["mean"] == 0.025
     assert (
-        load_reference(REFERENCE_DIR, "fewshot").value("table2", "Omniglot->EMNIST", "5w5s", "md", "mce")[
-            "mean"
-        ]
-        == 0.025
-    )
-    assert (
-        load_reference(REFERENCE_DIR, "metareg").value("table6", "AHM", "ns20", "metacal", "train_seconds")[
-            "mean"
-        ]
+        load_reference(REFERENCE_DIR, "metareg").value("table6", "AHM", "ns20", "metacal", "train_seconds")["mean"]
         == 588.745
     )
 
@@ -196,3 +185,20 @@ def test_target_metric_bolds_closest_to_nominal(tmp_path):
     bold = {m for (_, m), cell in table.rows[0].cells.items() if cell.bold}
     assert bold == {"b"}
     assert "cov95 → 0.95" in to_markdown(table)
+
+
+def test_paper_units_rescale_published_values(tmp_path):
+    results = tmp_path / "results"
+    for seed in range(2):  # paper (Table 1, Omniglot->EMNIST 5-shot): MD-BFSC 87.05 ± 0.23 %
+        write_run(results, "fewshot", "omni2emnist", "5w5s", "md", seed, {"acc": 0.8704 + 0.0001 * seed})
+    write_summary(results, "fewshot")
+    reference = load_reference(REFERENCE_DIR, "fewshot")
+    relations = {"omni2emnist": relate_dataset("omni2emnist", {}, reference)}
+    relations["omni2emnist"] = relations["omni2emnist"].__class__("omni2emnist", "Omniglot->EMNIST", "same")
+    spec = {"id": "acc", "metric": "acc", "paper_table": "table1", "lower_is_better": False}
+    summary, runs = load_summary(results, "fewshot"), load_runs(results, "fewshot")
+    cell = build_table({**spec, "paper_units": {"acc": 0.01}}, summary, runs, reference, relations).rows[0].cells
+    assert cell[("acc", "md")].paper["mean"] == pytest.approx(0.8705)
+    assert cell[("acc", "md")].verdict == "within"
+    unscaled = build_table(spec, summary, runs, reference, relations).rows[0].cells
+    assert unscaled[("acc", "md")].verdict == "outside"

@@ -71,9 +71,7 @@ def gaussian_predictions(rng: np.random.Generator, n: int, scale: float) -> pd.D
     return pd.DataFrame({"y": y, "mean": mean, "std": np.full(n, 0.5 * scale)})
 
 
-def fewshot_predictions(
-    rng: np.random.Generator, episodes: int = 4, n_way: int = 5, per: int = 6
-) -> pd.DataFrame:
+def fewshot_predictions(rng: np.random.Generator, episodes: int = 4, n_way: int = 5, per: int = 6) -> pd.DataFrame:
     labels = np.tile(np.arange(n_way), episodes * per)
     logits = rng.normal(size=(len(labels), n_way))
     logits[np.arange(len(labels)), labels] += 1.5
@@ -147,9 +145,7 @@ def build_smoke_like_tree(root: Path, seeds: int = 4, rio_datasets=("concrete", 
                     "rmse": 8.8 + 0.2 * rng.normal(),
                     "nlpd": 3.6 + 0.03 * rng.normal(),
                 },
-                gaussian_predictions(rng, 50, 1.0).assign(
-                    pit=lambda f: stats.norm.cdf((f["y"] - f["mean"]) / f["std"])
-                ),
+                gaussian_predictions(rng, 50, 1.0).assign(pit=lambda f: stats.norm.cdf((f["y"] - f["mean"]) / f["std"])),
             )
         for method in ("md", "uniform"):
             write_run(

@@ -292,3 +292,16 @@ def test_nn_std_is_its_validation_rmse_and_split_mismatch_is_refused(tmp_path):
     other._split = {**other._split, "train": other._split["train"][1:]}
     with pytest.raises(ValueError, match="different split"):
         METHODS["rio"].load_class()(other.params).train(other)
+
+
+def test_scale_targets_is_a_change_of_units_only():
+    # Fitting y * 1000 with scale_targets must give exactly 1000x the mean (1e6x the variance) of fitting y.
+    x, yhat, y = _toy(n=30)
+    xt, yhat_t, _ = _toy(n=8, seed=5)
+    kw = {"target": "y", "kernel_inputs": "io", "max_iter": 15, "scale_targets": True, "seed": 1}
+    small, mean_s, var_s = fit_and_predict(x, y, yhat, xt, yhat_t, **kw)
+    big, mean_b, var_b = fit_and_predict(x, 1000 * y, yhat, xt, yhat_t, **kw)
+    np.testing.assert_allclose(mean_b, 1000 * mean_s, rtol=1e-6)
+    np.testing.assert_allclose(var_b, 1e6 * var_s, rtol=1e-6)
+    assert big.noise_var == pytest.approx(1e6 * small.noise_var, rel=1e-6)
+    assert big.target_scale == pytest.approx(1000 * small.target_scale)

@@ -41,6 +41,8 @@ def regression_metrics(pred: pd.DataFrame) -> dict[str, float]:
             else:  # the PIT gives the same central-interval coverage for a continuous CDF
                 out[name] = float(np.mean((pit > lo) & (pit <= hi)))
         std = pred["std"].to_numpy(float) if "std" in pred else None
+    if "nlpd" in out:
+        out["nll"] = out["nlpd"]  # the QR paper's name for the same quantity (original units)
     out["ece"] = M.ece_iwata(pit)
     out["te"] = M.total_error(out["mse"], out["ece"])
     out["ce"] = M.ce_qr(pit)

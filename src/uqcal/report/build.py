@@ -37,9 +37,7 @@ def load_spec(family: str, spec_dir: Path | None = None) -> dict:
     spec = yaml.safe_load(text) or {}
     unknown = set(spec) - SPEC_KEYS
     if unknown:
-        raise ValueError(
-            f"report spec '{family}': unknown keys {sorted(unknown)}; allowed {sorted(SPEC_KEYS)}"
-        )
+        raise ValueError(f"report spec '{family}': unknown keys {sorted(unknown)}; allowed {sorted(SPEC_KEYS)}")
     for section in ("tables", "claims", "figures"):
         ids = [entry.get("id") for entry in spec.get(section) or []]
         if None in ids or len(ids) != len(set(ids)):
@@ -81,9 +79,9 @@ def _metrics_json(summary: pd.DataFrame, metrics: list[str] | None = None) -> di
     for rec in summary.itertuples(index=False):
         if pd.isna(rec.mean):
             continue
-        out.setdefault(rec.dataset, {}).setdefault(str(rec.setting), {}).setdefault(rec.method, {})[
-            rec.metric
-        ] = round(float(rec.mean), 6)
+        out.setdefault(rec.dataset, {}).setdefault(str(rec.setting), {}).setdefault(rec.method, {})[rec.metric] = round(
+            float(rec.mean), 6
+        )
     return out
 
 
@@ -101,7 +99,8 @@ def _dvc_plot_data(family: str, spec: dict, results_dir: Path, out_dir: Path) ->
                 if frame is None:
                     continue
                 if plot["kind"] == "curve" and {plot["x"], plot["y"]} <= set(frame.columns):
-                    data = frame.groupby(plot["x"])[plot["y"]].mean().reset_index()
+                    last = frame.groupby(["seed", plot["x"]])[plot["y"]].last().reset_index()
+                    data = last.groupby(plot["x"])[plot["y"]].mean().reset_index()
                 elif plot["kind"] == "calibration":
                     pit = pit_values(frame)
                     if pit is None:
@@ -259,9 +258,7 @@ def build_reports(
     title = (config.get("report") or {}).get("title", "uqcal reports")
     index = out_dir / "index.html"
     write_text(index, index_page(reports, prov, title))
-    write_json(
-        out_dir / "claims_summary.json", {r.family: {c.id: c.verdict for c in r.claims} for r in reports}
-    )
+    write_json(out_dir / "claims_summary.json", {r.family: {c.id: c.verdict for c in r.claims} for r in reports})
     return index
 
 

@@ -58,9 +58,7 @@ def _means(ctx: ClaimContext, check: dict, metric: str) -> pd.DataFrame:
     frame = _filter(ctx.summary[ctx.summary["metric"] == metric], check)
     if frame.empty:
         return pd.DataFrame()
-    return frame.pivot_table(
-        index=["dataset", "setting"], columns="method", values="mean", aggfunc="first", sort=False
-    )
+    return frame.pivot_table(index=["dataset", "setting"], columns="method", values="mean", aggfunc="first", sort=False)
 
 
 def _scope_verdict(oks: list[bool], scope) -> bool:
@@ -76,9 +74,7 @@ def _scope_verdict(oks: list[bool], scope) -> bool:
 def _finish(claim: dict, evidence: list[tuple[str, str, bool]], total_rows: int, what: str) -> ClaimResult:
     check = claim["check"]
     if not evidence:
-        return ClaimResult(
-            claim["id"], claim["text"], NOT_RUN, f"not run: {what}", [], claim.get("source", "")
-        )
+        return ClaimResult(claim["id"], claim["text"], NOT_RUN, f"not run: {what}", [], claim.get("source", ""))
     oks = [ok for _, _, ok in evidence]
     verdict = HELD if _scope_verdict(oks, check.get("scope")) else NOT_HELD
     summary = f"{sum(oks)} of {len(oks)} rows hold"
@@ -98,9 +94,7 @@ def _compare(claim: dict, ctx: ClaimContext, greater: bool) -> ClaimResult:
             continue
         ok = bool(va > vb) if greater else bool(va < vb)
         sign = ">" if greater else "<"
-        evidence.append(
-            (f"{dataset} / {setting}", f"{metric}({a}) = {fmt(va)} {sign} {metric}({b}) = {fmt(vb)}?", ok)
-        )
+        evidence.append((f"{dataset} / {setting}", f"{metric}({a}) = {fmt(va)} {sign} {metric}({b}) = {fmt(vb)}?", ok))
     return _finish(claim, evidence, len(wide), f"no row has both {a} and {b} for {metric}")
 
 
@@ -130,10 +124,7 @@ def check_best(claim: dict, ctx: ClaimContext) -> ClaimResult:
         detail = f"{method}: {fmt(values[method])}; best {best}: {fmt(values[best])}"
         if not ok and ties == "significance" and not runs.empty:
             sel = runs[(runs["dataset"] == dataset) & (runs["setting"] == setting)]
-            per_seed = {
-                m: dict(zip(g["seed"].astype(int), g["value"], strict=False))
-                for m, g in sel.groupby("method")
-            }
+            per_seed = {m: dict(zip(g["seed"].astype(int), g["value"], strict=False)) for m, g in sel.groupby("method")}
             _, marked = not_worse_than_best(per_seed, lower, check.get("test", "ttest"))
             ok = method in marked
             detail += " (tied by paired test)" if ok else " (significantly worse)"
@@ -206,21 +197,14 @@ def check_spearman(claim: dict, ctx: ClaimContext) -> ClaimResult:
         methods = [
             m
             for m in (check.get("methods") or wx.columns)
-            if m in wx.columns
-            and m in wy.columns
-            and not pd.isna(wx.loc[key, m])
-            and not pd.isna(wy.loc[key, m])
+            if m in wx.columns and m in wy.columns and not pd.isna(wx.loc[key, m]) and not pd.isna(wy.loc[key, m])
         ]
         if len(methods) < 3:
             continue
         rho, p = stats.spearmanr([wx.loc[key, m] for m in methods], [wy.loc[key, m] for m in methods])
         ok = bool(rho > min_rho and p < max_p)
-        evidence.append(
-            (f"{key[0]} / {key[1]}", f"rho = {fmt(rho)}, p = {fmt(p)} over {len(methods)} methods", ok)
-        )
-    return _finish(
-        claim, evidence, len(wx.index), f"fewer than 3 methods with both {x_metric} and {y_metric}"
-    )
+        evidence.append((f"{key[0]} / {key[1]}", f"rho = {fmt(rho)}, p = {fmt(p)} over {len(methods)} methods", ok))
+    return _finish(claim, evidence, len(wx.index), f"fewer than 3 methods with both {x_metric} and {y_metric}")
 
 
 def check_fewer_steps(claim: dict, ctx: ClaimContext) -> ClaimResult:
@@ -246,26 +230,52 @@ def check_fewer_steps(claim: dict, ctx: ClaimContext) -> ClaimResult:
             )
             if frame is None or column not in frame or x_col not in frame:
                 break
-            curves[method] = frame.groupby(x_col)[column].mean().sort_index()
+            last = frame.groupby(["seed", x_col], sort=True)[column].last().reset_index()
+            curves[method] = last.groupby(x_col)[column].mean().sort_index()
         if len(curves) < 2:
             continue
         target = curves[b].iloc[-1]
-        reach = {
-            m: next((int(x) for x, v in c.items() if v <= target + 1e-12), None) for m, c in curves.items()
-        }
+        reach = {m: next((int(x) for x, v in c.items() if v <= target + 1e-12), None) for m, c in curves.items()}
         ok = reach[a] is not None and reach[b] is not None and reach[a] < reach[b]
         evidence.append(
             (
                 f"{dataset} / {setting}",
-                f"target = {b}'s final mean {column} {fmt(target)}; reached at {x_col} "
-                f"{reach[a]} by {a}, {reach[b]} by {b}",
+                f"target = {b}'s final mean {column} {fmt(target)}; reached at {x_col} {reach[a]} by {a}, {reach[b]} by {b}",
                 bool(ok),
             )
         )
     return _finish(claim, evidence, len(keys), f"no per-run {filename} curves for both {a} and {b}")
 
 
+def check_stats_curve_greater(claim: dict, ctx: ClaimContext) -> ClaimResult:
+    """Curves logged in train_stats.json (``key``: {name: [[...], ...]}): curve a ends higher than curve b
+    after the same number of steps (mean over logged curves), per (dataset, setting)."""
+    from uqcal.report.figures import load_stats_curves
+
+    check = claim["check"]
+    a, b, key, method = check["a"], check["b"], check["key"], check.get("method", check["a"])
+    keys = _filter(ctx.summary, check)[["dataset", "setting"]].drop_duplicates()
+    evidence = []
+    for dataset, setting in keys.itertuples(index=False):
+        if ctx.results_dir is None:
+            break
+        curves = load_stats_curves(ctx.results_dir, ctx.family, dataset, str(setting), method, key)
+        if a not in curves or b not in curves:
+            continue
+        steps = min(curves[a].shape[1], curves[b].shape[1])
+        end_a, end_b = curves[a][:, steps - 1].mean(), curves[b][:, steps - 1].mean()
+        evidence.append(
+            (
+                f"{dataset} / {setting}",
+                f"after {steps - 1} steps: {a} {fmt(end_a)} vs {b} {fmt(end_b)} (mean of {len(curves[a])} curves)",
+                bool(end_a > end_b),
+            )
+        )
+    return _finish(claim, evidence, len(keys), f"no train_stats.json of {method} with '{key}' curves {a}, {b}")
+
+
 KINDS = {
+    "stats_curve_greater": check_stats_curve_greater,
     "less_than": check_less_than,
     "greater_than": check_greater_than,
     "best": check_best,

@@ -62,9 +62,7 @@ def save_figure(fig, out_dir: Path, stem: str) -> dict[str, Path]:
     paths = {}
     for ext in ("svg", "png"):
         buffer = io.BytesIO()
-        fig.savefig(
-            buffer, format=ext, bbox_inches="tight", metadata={"Date": None} if ext == "svg" else None
-        )
+        fig.savefig(buffer, format=ext, bbox_inches="tight", metadata={"Date": None} if ext == "svg" else None)
         path = Path(out_dir) / f"{stem}.{ext}"
         write_bytes(path, buffer.getvalue())
         paths[ext] = path
@@ -137,9 +135,7 @@ def build_pit_calibration(spec: dict, ctx: FigureContext) -> list:
                 save_figure(fig, ctx.out_dir, stem),
             )
         )
-    return out or [
-        Skipped(spec.get("title", spec["id"]), "no predictions.parquet with pit or mean/std columns")
-    ]
+    return out or [Skipped(spec.get("title", spec["id"]), "no predictions.parquet with pit or mean/std columns")]
 
 
 def build_reliability(spec: dict, ctx: FigureContext) -> list:
@@ -154,24 +150,24 @@ def build_reliability(spec: dict, ctx: FigureContext) -> list:
             frame = load_predictions(ctx.results_dir, ctx.family, dataset, setting, method)
             if frame is None or "label" not in frame:
                 continue
-            prob_cols = sorted(
-                (c for c in frame.columns if re.fullmatch(r"p\d+", c)), key=lambda c: int(c[1:])
-            )
+            prob_cols = sorted((c for c in frame.columns if re.fullmatch(r"p\d+", c)), key=lambda c: int(c[1:]))
             if not prob_cols:
                 continue
             probs = frame[prob_cols].to_numpy(float)
             panels.append((method, probs.max(1), probs.argmax(1) == frame["label"].to_numpy()))
         if not panels:
             continue
-        fig, axes = plt.subplots(1, len(panels), figsize=(2.8 * len(panels), 3.0), squeeze=False)
-        for ax, (method, conf, correct) in zip(axes[0], panels, strict=False):
+        ncols = min(4, len(panels))
+        nrows = -(-len(panels) // ncols)
+        fig, axes = plt.subplots(nrows, ncols, figsize=(2.8 * ncols, 2.8 * nrows), squeeze=False)
+        for ax in axes.flat[len(panels) :]:
+            ax.set_visible(False)
+        for ax, (method, conf, correct) in zip(axes.flat, panels, strict=False):
             idx = np.clip(np.digitize(conf, edges) - 1, 0, n_bins - 1)
             acc = [correct[idx == b].mean() if np.any(idx == b) else np.nan for b in range(n_bins)]
             ax.bar(edges[:-1], np.nan_to_num(acc), width=1 / n_bins, align="edge", edgecolor="k", lw=0.5)
             ax.plot([0, 1], [0, 1], "r--", lw=1)
-            ax.set(
-                title=_label(ctx, method), xlabel="confidence", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1)
-            )
+            ax.set(title=_label(ctx, method), xlabel="confidence", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1))
         fig.suptitle(f"{dataset} / {setting}", fontsize=9)
         stem = figure_stem(spec["id"], dataset, setting)
         out.append(
@@ -182,9 +178,7 @@ def build_reliability(spec: dict, ctx: FigureContext) -> list:
                 save_figure(fig, ctx.out_dir, stem),
             )
         )
-    return out or [
-        Skipped(spec.get("title", spec["id"]), "no few-shot predictions.parquet with label and p0.. columns")
-    ]
+    return out or [Skipped(spec.get("title", spec["id"]), "no few-shot predictions.parquet with label and p0.. columns")]
 
 
 def build_curve(spec: dict, ctx: FigureContext) -> list:
@@ -201,6 +195,8 @@ def build_curve(spec: dict, ctx: FigureContext) -> list:
             hue = spec.get("hue")
             groups = frame.groupby(hue) if hue and hue in frame else [(None, frame)]
             for key, part in groups:
+                # several rows can share an x within a run (BO's initial design is iteration 0): keep the last
+                part = part.groupby(["seed", x_col], sort=True)[y_col].last().reset_index()
                 per_x = part.groupby(x_col)[y_col]
                 mean, sem = per_x.mean(), per_x.sem().fillna(0.0)
                 label = _label(ctx, method) + (f" / {key}" if key is not None else "")
@@ -210,9 +206,7 @@ def build_curve(spec: dict, ctx: FigureContext) -> list:
         if not drawn:
             plt.close(fig)
             continue
-        ax.set(
-            xlabel=spec.get("xlabel", x_col), ylabel=spec.get("ylabel", y_col), title=f"{dataset} / {setting}"
-        )
+        ax.set(xlabel=spec.get("xlabel", x_col), ylabel=spec.get("ylabel", y_col), title=f"{dataset} / {setting}")
         if spec.get("logy"):
             ax.set_yscale("symlog")
         ax.legend(fontsize=7)
@@ -225,9 +219,7 @@ def build_curve(spec: dict, ctx: FigureContext) -> list:
                 save_figure(fig, ctx.out_dir, stem),
             )
         )
-    return out or [
-        Skipped(spec.get("title", spec["id"]), f"no per-run {filename} with columns {x_col}, {y_col}")
-    ]
+    return out or [Skipped(spec.get("title", spec["id"]), f"no per-run {filename} with columns {x_col}, {y_col}")]
 
 
 def build_error_vs_std(spec: dict, ctx: FigureContext) -> list:
@@ -279,9 +271,7 @@ def build_sensitivity(spec: dict, ctx: FigureContext) -> list:
     frame = ctx.summary[ctx.summary["metric"] == metric].copy()
     if spec.get("methods"):
         frame = frame[frame["method"].isin(spec["methods"])]
-    frame["x"] = [
-        _param_value(ctx, str(s), m, param) for s, m in zip(frame["setting"], frame["method"], strict=False)
-    ]
+    frame["x"] = [_param_value(ctx, str(s), m, param) for s, m in zip(frame["setting"], frame["method"], strict=False)]
     frame = frame[frame["x"].notna()]
     if frame.empty or frame["x"].nunique() < 2:
         return [
@@ -299,9 +289,7 @@ def build_sensitivity(spec: dict, ctx: FigureContext) -> list:
     fig, ax = plt.subplots(figsize=(4.6, 3.4))
     for name, part in frame.groupby("series"):
         part = part.groupby("x")[["mean", "std"]].mean().sort_index()
-        ax.errorbar(
-            part.index, part["mean"], yerr=part["std"].fillna(0), marker="o", capsize=3, label=str(name)
-        )
+        ax.errorbar(part.index, part["mean"], yerr=part["std"].fillna(0), marker="o", capsize=3, label=str(name))
     if spec.get("logx"):
         ax.set_xscale("log")
     ax.set(xlabel=spec.get("xlabel", param), ylabel=metric)
@@ -340,19 +328,13 @@ def build_bar(spec: dict, ctx: FigureContext) -> list:
             capsize=2,
             label=dataset,
         )
-    ax.set_xticks(
-        np.arange(len(methods)) + 0.4 - width / 2, [_label(ctx, m) for m in methods], rotation=30, ha="right"
-    )
+    ax.set_xticks(np.arange(len(methods)) + 0.4 - width / 2, [_label(ctx, m) for m in methods], rotation=30, ha="right")
     ax.set(ylabel=spec.get("ylabel", metric))
     if spec.get("logy"):
         ax.set_yscale("log")
     ax.legend(fontsize=7)
     stem = figure_stem(spec["id"])
-    return [
-        Rendered(
-            spec.get("title", metric), spec.get("caption", ""), stem, save_figure(fig, ctx.out_dir, stem)
-        )
-    ]
+    return [Rendered(spec.get("title", metric), spec.get("caption", ""), stem, save_figure(fig, ctx.out_dir, stem))]
 
 
 def build_metric_scatter(spec: dict, ctx: FigureContext) -> list:
@@ -364,9 +346,7 @@ def build_metric_scatter(spec: dict, ctx: FigureContext) -> list:
         .reset_index()
     )
     if x_metric not in wide or y_metric not in wide:
-        return [
-            Skipped(spec.get("title", spec["id"]), f"needs both '{x_metric}' and '{y_metric}' in the summary")
-        ]
+        return [Skipped(spec.get("title", spec["id"]), f"needs both '{x_metric}' and '{y_metric}' in the summary")]
     wide = wide.dropna(subset=[x_metric, y_metric])
     if wide.empty:
         return [Skipped(spec.get("title", spec["id"]), f"no method has both '{x_metric}' and '{y_metric}'")]
@@ -439,7 +419,63 @@ def build_interval_snapshots(spec: dict, ctx: FigureContext) -> list:
     ]
 
 
+def load_stats_curves(results_dir: Path, family: str, dataset: str, setting: str, method: str, key: str):
+    """Curves stored in ``train_stats.json`` under ``key`` as {name: [[y0, y1, ...], ...]} for every seed:
+    returns {name: 2-D array (curves x steps)}, curves of unequal length truncated to the shortest."""
+    import json
+
+    root = Path(results_dir) / family / dataset / setting / method
+    collected: dict[str, list] = {}
+    for path in sorted(root.glob("seed*/train_stats.json")):
+        stats_json = json.loads(path.read_text())
+        for name, curves in (stats_json.get(key) or {}).items():
+            curves = [curves] if curves and not isinstance(curves[0], list) else curves
+            collected.setdefault(name, []).extend(curves)
+    out = {}
+    for name, curves in collected.items():
+        length = min(len(c) for c in curves) if curves else 0
+        if length:
+            out[name] = np.asarray([c[:length] for c in curves], float)
+    return out
+
+
+def build_stats_curves(spec: dict, ctx: FigureContext) -> list:
+    """Curves a method logs in train_stats.json (e.g. MD vs GD inner-loop ELBO), mean ± s.e. over curves."""
+    out = []
+    key = spec["key"]
+    for dataset, setting in _keys(ctx, spec):
+        for method in _methods(ctx, spec, dataset, setting):
+            curves = load_stats_curves(ctx.results_dir, ctx.family, dataset, setting, method, key)
+            if not curves:
+                continue
+            fig, ax = plt.subplots(figsize=(4.6, 3.4))
+            for name, values in curves.items():
+                mean = values.mean(0)
+                sem = values.std(0, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else np.zeros_like(mean)
+                steps = np.arange(len(mean))
+                (line,) = ax.plot(steps, mean, label=f"{name} (n={len(values)})")
+                ax.fill_between(steps, mean - sem, mean + sem, alpha=0.2, color=line.get_color())
+            ax.set(
+                xlabel=spec.get("xlabel", "step"),
+                ylabel=spec.get("ylabel", key),
+                title=f"{dataset} / {setting}",
+            )
+            ax.legend(fontsize=7)
+            stem = figure_stem(spec["id"], dataset, setting)
+            out.append(
+                Rendered(
+                    f"{spec.get('title', key)}: {dataset} / {setting} ({_label(ctx, method)})",
+                    spec.get("caption", ""),
+                    stem,
+                    save_figure(fig, ctx.out_dir, stem),
+                )
+            )
+            break  # one method's log suffices (every method logs the same comparison)
+    return out or [Skipped(spec.get("title", spec["id"]), f"no train_stats.json with '{key}' curves")]
+
+
 BUILDERS: dict[str, Callable] = {
+    "stats_curves": build_stats_curves,
     "pit_calibration": build_pit_calibration,
     "reliability": build_reliability,
     "curve": build_curve,
@@ -454,9 +490,7 @@ BUILDERS: dict[str, Callable] = {
 def build_figure(spec: dict, ctx: FigureContext) -> list:
     kind = spec.get("type")
     if kind not in BUILDERS:
-        raise ValueError(
-            f"figures.{spec.get('id', '?')}.type: unknown figure type {kind!r}; known: {sorted(BUILDERS)}"
-        )
+        raise ValueError(f"figures.{spec.get('id', '?')}.type: unknown figure type {kind!r}; known: {sorted(BUILDERS)}")
     sns.set_theme(style="whitegrid", context="paper")
     try:
         return BUILDERS[kind](spec, ctx)

@@ -50,8 +50,7 @@ def claims_html(results: list[ClaimResult]) -> str:
     rows = []
     for res in results:
         evidence = "".join(
-            f"<li>{'✓' if ok else '✗'} {escape(label)}: {escape(detail)}</li>"
-            for label, detail, ok in res.evidence
+            f"<li>{'✓' if ok else '✗'} {escape(label)}: {escape(detail)}</li>" for label, detail, ok in res.evidence
         )
         detail = (
             f"<details><summary>{escape(res.summary)}</summary><ul>{evidence}</ul></details>"
@@ -94,8 +93,7 @@ def figures_html(items: list, rel_prefix: str = "") -> str:
         out.append(
             "<ul>"
             + "".join(
-                f'<li class="skip">Figure skipped: <b>{escape(s.title)}</b>: input missing '
-                f"({escape(s.reason)}).</li>"
+                f'<li class="skip">Figure skipped: <b>{escape(s.title)}</b>: input missing ({escape(s.reason)}).</li>'
                 for s in skipped
             )
             + "</ul>"
@@ -119,13 +117,9 @@ def provenance_html(prov: Provenance, family: str | None = None, datasets: list[
     ]
     bench = prov.benchmarks
     if family is not None and not bench.empty:
-        bench = bench[
-            bench["job"].str.contains(family, regex=False) | bench["rule"].str.contains(family, regex=False)
-        ]
+        bench = bench[bench["job"].str.contains(family, regex=False) | bench["rule"].str.contains(family, regex=False)]
     if bench.empty:
-        out.append(
-            '<p class="note">No Snakemake benchmark files (logs/bench/&lt;rule&gt;/*.tsv) for this page.</p>'
-        )
+        out.append('<p class="note">No Snakemake benchmark files (logs/bench/&lt;rule&gt;/*.tsv) for this page.</p>')
     else:
         per_rule = (
             bench.groupby("rule")

@@ -132,9 +132,7 @@ def read_benchmarks(logs_dir: Path) -> pd.DataFrame:
                 "rule": rel.parts[0],
                 "job": str(rel.with_suffix(""))[len(rel.parts[0]) + 1 :] or rel.stem,
                 "seconds": float(frame["s"].mean()),
-                "max_rss_mb": float(
-                    pd.to_numeric(frame.get("max_rss", pd.Series([float("nan")])), errors="coerce").mean()
-                ),
+                "max_rss_mb": float(pd.to_numeric(frame.get("max_rss", pd.Series([float("nan")])), errors="coerce").mean()),
             }
         )
     return pd.DataFrame(rows, columns=["rule", "job", "seconds", "max_rss_mb"])

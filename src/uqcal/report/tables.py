@@ -130,6 +130,7 @@ def build_table(
     alpha = float(spec.get("alpha", 0.05))
     # metrics with a nominal value (interval coverage): best = closest to it, tested on |value − target|
     targets = {m: float(t) for m, t in (spec.get("target") or {}).items() if m in metrics}
+    paper_units = {m: float(f) for m, f in (spec.get("paper_units") or {}).items()}
     lower.update({m: True for m in targets})
     ours = summary[summary["metric"].isin(metrics)]
     if spec.get("settings"):
@@ -163,9 +164,7 @@ def build_table(
                     shift = targets.get(metric)
                     if shift is not None:
                         group = group.assign(value=(group["value"] - shift).abs())
-                    per_seed[method] = dict(
-                        zip(group["seed"].astype(int), group["value"].astype(float), strict=False)
-                    )
+                    per_seed[method] = dict(zip(group["seed"].astype(int), group["value"].astype(float), strict=False))
             _, marked = not_worse_than_best(per_seed, lower[metric], test, alpha)
             for method in methods:
                 hit = block[(block["metric"] == metric) & (block["method"] == method)]
@@ -177,9 +176,15 @@ def build_table(
                     cell.n = int(rec["n"]) if not pd.isna(rec["n"]) else 0
                     cell.bold = method in marked
                 if paper_table is not None and relation.paper is not None:
-                    cell.paper = reference.value(
-                        paper_table["id"], relation.paper, str(setting), method, metric
-                    )
+                    cell.paper = reference.value(paper_table["id"], relation.paper, str(setting), method, metric)
+                    factor = paper_units.get(metric)  # e.g. the paper prints % where we store fractions
+                    if cell.paper is not None and factor is not None:
+                        std = cell.paper.get("std")
+                        cell.paper = {
+                            **cell.paper,
+                            "mean": float(cell.paper["mean"]) * factor,
+                            "std": None if std is None else float(std) * factor,
+                        }
                     if cell.paper is not None and cell.mean is not None:
                         cell.verdict = spread_verdict(cell.mean, cell.paper, relation)
                 row.cells[(metric, method)] = cell
@@ -364,12 +369,9 @@ def paper_table_html(paper_table: dict, names: dict[str, str]) -> str:
         for m, s in zip(frame["mean"], frame.get("std", [None] * len(frame)), strict=False)
     ]
     frame["column"] = [
-        f"{metric}: {names.get(method, method)}"
-        for metric, method in zip(frame["metric"], frame["method"], strict=False)
+        f"{metric}: {names.get(method, method)}" for metric, method in zip(frame["metric"], frame["method"], strict=False)
     ]
-    wide = frame.pivot_table(
-        index=["dataset", "setting"], columns="column", values="value", aggfunc="first", sort=False
-    )
+    wide = frame.pivot_table(index=["dataset", "setting"], columns="column", values="value", aggfunc="first", sort=False)
     cols = list(dict.fromkeys(frame["column"]))
     wide = wide.reindex(columns=cols)
     out = [

@@ -228,7 +228,8 @@ class MetaCal(EpisodicMetaMethod):
         logpdf = (
             torch.log(density.clamp_min(1e-300)) - 0.5 * z * z - torch.log(std) - 0.5 * math.log(2 * math.pi)
         )
-        columns = {"mean": f, "pit": pit, "logpdf": logpdf}
+        # pit_uncal / std_uncal: the uncalibrated h_U (Eq. 6) for the report's Figs. 3-4
+        columns = {"mean": f, "pit": pit, "logpdf": logpdf, "pit_uncal": u, "std_uncal": std}
         levels = torch.tensor(QUANTILE_LEVELS, dtype=f.dtype, device=f.device)
         u_levels = self.quantile_u(model, centers, levels)
         quantiles = f.unsqueeze(-1) + std.unsqueeze(-1) * torch.special.ndtri(u_levels).unsqueeze(1)

@@ -31,7 +31,8 @@ for _base in ("dvi", "de"):
     # C.3: lambda in {1, ..., 5} at k = sqrt(n); C.4: k = t sqrt(n), t in {1, ..., 5}, at the default lambda.
     for _value in (0.5, 1, 2, 3, 4, 5, 10):
         if _value != _lam:
-            METHODS[f"{_base}_qr_l{_value:g}"] = MethodEntry(_target, overrides={"lam": float(_value)})
+            _label = f"{_value:g}".replace(".", "p")  # dvi_qr_l0p5: method names stay dot-free (DVC)
+            METHODS[f"{_base}_qr_l{_label}"] = MethodEntry(_target, overrides={"lam": float(_value)})
     for _t in (2, 3, 4, 5):
         METHODS[f"{_base}_qr_k{_t}"] = MethodEntry(
             _target, overrides={"lam": _lam, "k_multiplier": float(_t)})

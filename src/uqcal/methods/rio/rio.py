@@ -17,7 +17,7 @@ import torch
 from uqcal.api import Method
 from uqcal.methods.rio.common import apply_per_dataset, load_holdout
 from uqcal.methods.rio.network import load_network, network_predict
-from uqcal.methods.rio.svgp import KERNEL_INPUTS, fit_svgp, predict_svgp
+from uqcal.methods.rio.svgp import KERNEL_INPUTS, fit_svgp
 
 TARGETS = ("residual", "y")
 
@@ -35,6 +35,7 @@ class ResidualIOGP(Method):
         "epochs": 10,  # adam only
         "lr": 0.01,  # adam only
         "minibatch_above": 0,  # > 0: switch to adam when the training split has more rows than this
+        "scale_targets": False,  # fit target / std: the same GP, variances start at the target's variance
         "per_dataset": {},  # {dataset: {param: value}}
     }
 
@@ -67,7 +68,8 @@ class ResidualIOGP(Method):
             target=p["target"], kernel_inputs=p["kernel_inputs"], ard=bool(p["ard"]),
             n_inducing=int(p["n_inducing"]), optimizer=optimizer, max_iter=int(p["max_iter"]),
             lbfgs_history=int(p["lbfgs_history"]), batch_size=int(p["batch_size"]), epochs=int(p["epochs"]),
-            lr=float(p["lr"]), seed=int(ctx.rng(2).integers(0, 2**31 - 1)),
+            lr=float(p["lr"]), scale_targets=bool(p["scale_targets"]),
+            seed=int(ctx.rng(2).integers(0, 2**31 - 1)),
             progress=ctx.progress,
         )  # fmt: skip
         predictions = pd.DataFrame(
@@ -94,6 +96,7 @@ class ResidualIOGP(Method):
             "kernel_inputs": p["kernel_inputs"],
             "ard": bool(p["ard"]),
             "n_features": int(data.x_train.shape[1]),
+            "target_scale": result.target_scale,
         }
         ctx.save_outputs(predictions, model, stats)
 
@@ -121,7 +124,7 @@ def fit_and_predict(x_train, y_train, yhat_train, x_test, yhat_test, *, target="
         combined_inputs(x_train, yhat_train), gp_target, kernel_inputs=kernel_inputs,
         n_features=np.asarray(x_train).shape[1], **fit_kwargs,
     )  # fmt: skip
-    gp_mean, var = predict_svgp(result.model, result.likelihood, combined_inputs(x_test, yhat_test))
+    gp_mean, var = result.predict(combined_inputs(x_test, yhat_test))
     # Eq. (7): y_hat + r_bar for residual variants.
     mean = yhat_test + gp_mean if target == "residual" else gp_mean
     return result, mean, var

@@ -82,6 +82,12 @@ class FitResult:
     noise_var: float
     optimizer_failed: bool = False
     hyperparameters: dict[str, list[float]] = field(default_factory=dict)
+    target_scale: float = 1.0  # the GP models targets / target_scale; predict_svgp undoes it
+
+    def predict(self, inputs: np.ndarray, include_noise: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Predictive mean and variance in the targets' units."""
+        mean, var = predict_svgp(self.model, self.likelihood, inputs, include_noise=include_noise)
+        return mean * self.target_scale, var * self.target_scale**2
 
 
 def fit_svgp(
@@ -101,6 +107,7 @@ def fit_svgp(
     learn_inducing: bool = True,
     inducing_points: np.ndarray | None = None,
     seed: int = 0,
+    scale_targets: bool = False,
     dtype: torch.dtype = torch.float64,
     progress=None,
 ) -> FitResult:
@@ -110,6 +117,10 @@ def fit_svgp(
     ``optimizer="adam"``: minibatch ELBO with Adam, ``epochs`` passes of ``batch_size`` rows, for large n.
     ``inducing_points`` overrides the default initialisation (the first ``n_inducing`` of a seeded shuffle
     of the rows, as the authors take the first rows of their shuffled training set).
+    ``scale_targets``: fit on targets / std(targets) and map back (``FitResult.target_scale``). The model is
+    the same GP (variances and noise scale by std^2); only the starting point changes — variances start at
+    the target's variance instead of 1. Needed for Adam on large-unit targets, whose small steps cannot
+    climb from 1 to e.g. 1e5; off by default to keep the authors' initialisation.
     """
     inputs = np.asarray(inputs, dtype=float)
     targets = np.asarray(targets, dtype=float).reshape(-1)
@@ -126,6 +137,10 @@ def fit_svgp(
     torch.manual_seed(int(rng.integers(0, 2**31 - 1)))
 
     n = inputs.shape[0]
+    target_scale = float(np.std(targets)) if scale_targets else 1.0
+    if not target_scale > 0:
+        target_scale = 1.0
+    targets = targets / target_scale
     if inducing_points is None:
         order = rng.permutation(n)[: min(n_inducing, n)]
         inducing_points = inputs[order]
@@ -165,9 +180,10 @@ def fit_svgp(
         iterations=iterations,
         function_evals=evals,
         final_loss=final_loss,
-        noise_var=float(likelihood.noise.item()),
+        noise_var=float(likelihood.noise.item()) * target_scale**2,
         optimizer_failed=failed,
-        hyperparameters=kernel_hyperparameters(model.covar_module),
+        hyperparameters=kernel_hyperparameters(model.covar_module, target_scale),
+        target_scale=target_scale,
     )
 
 
@@ -253,11 +269,11 @@ def predict_svgp(
     return np.concatenate(means), np.concatenate(variances)
 
 
-def kernel_hyperparameters(kernel: gpytorch.kernels.Kernel) -> dict[str, list[float]]:
+def kernel_hyperparameters(kernel: gpytorch.kernels.Kernel, target_scale: float = 1.0) -> dict[str, list]:
     """Learned variances and lengthscales of the input ("in") and output ("out") kernels."""
     out: dict[str, list[float]] = {}
     for scaled in _scale_kernels(kernel):
         role = scaled.rio_role
-        out[f"{role}_variance"] = [float(scaled.outputscale.item())]
+        out[f"{role}_variance"] = [float(scaled.outputscale.item()) * target_scale**2]
         out[f"{role}_lengthscale"] = scaled.base_kernel.lengthscale.detach().reshape(-1).tolist()
     return out
