@@ -13,8 +13,16 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-IGNORE = shutil.ignore_patterns(".venv", "results", "data", "logs", ".snakemake", "__pycache__",
-                                ".pytest_cache", ".ruff_cache", "*.egg-info", "dvc-remote")
+# Generated top-level folders are skipped only at the root: `src/uqcal/data` is source code.
+ROOT_ONLY = {".venv", "results", "data", "logs", ".snakemake", "dvc-remote"}
+ANYWHERE = shutil.ignore_patterns("__pycache__", ".pytest_cache", ".ruff_cache", "*.egg-info")
+
+
+def _ignore(directory: str, names: list[str]) -> set[str]:
+    skipped = set(ANYWHERE(directory, names))
+    if Path(directory).resolve() == REPO:
+        skipped |= ROOT_ONLY & set(names)
+    return skipped
 
 torch.set_num_threads(1)
 
@@ -29,7 +37,7 @@ def tool_env() -> dict:
 
 def copy_repo(dest: Path) -> Path:
     """A throwaway copy of the repository (tracked files and git metadata, no generated artifacts)."""
-    shutil.copytree(REPO, dest, ignore=IGNORE, symlinks=True)
+    shutil.copytree(REPO, dest, ignore=_ignore, symlinks=True)
     reports = dest / "reports"
     for child in reports.iterdir() if reports.exists() else []:
         if child.name != ".gitkeep":

@@ -73,7 +73,9 @@ def test_method_restrictions_filter_runs(smoke_raw):
     cfg["families"]["metareg"]["settings"]["ns20"] = {"n_support": 20}
     cfg["families"]["metareg"]["methods"]["marginal"] = {"settings": ["ns20"]}
     runs = [r for r in iter_runs(_prepare(cfg)) if r.family == "metareg"]
-    assert {r.setting for r in runs} == {"ns20"}
+    assert {r.setting for r in runs if r.method == "marginal"} == {"ns20"}
+    # Methods without a restriction still run in every setting.
+    assert {r.setting for r in runs if r.method == "metacal"} == {"ns10", "ns20"}
 
 
 def test_snakemake_fails_before_any_job_on_a_typo(tmp_path):
