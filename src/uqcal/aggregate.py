@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from uqcal.api import is_timing_key
 from uqcal.io import read_json, write_text
 
 SUMMARY_COLUMNS = ["dataset", "setting", "method", "metric", "mean", "std", "n"]
@@ -26,6 +27,11 @@ def collect_metrics(family: str, family_config: dict, results_dir: Path) -> pd.D
         record = read_json(path)
         for metric, value in record["metrics"].items():
             rows.append((run.dataset, run.setting, run.method, run.seed, metric, value))
+        # Timings live in train_stats.json only, so that metrics.json stays deterministic (uqcal.api).
+        stats_path = path.with_name("train_stats.json")
+        for key, value in (read_json(stats_path) if stats_path.exists() else {}).items():
+            if is_timing_key(key) and isinstance(value, (int, float)) and key not in record["metrics"]:
+                rows.append((run.dataset, run.setting, run.method, run.seed, key, float(value)))
     if missing:
         raise FileNotFoundError(f"{len(missing)} planned runs have no metrics.json, e.g. {missing[0]}")
     return pd.DataFrame(rows, columns=["dataset", "setting", "method", "seed", "metric", "value"])

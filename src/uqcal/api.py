@@ -103,6 +103,7 @@ class RunContext:
     depends_dir: Path | None
     device: Any
     log: logging.Logger
+    resume_dir: Path | None = None
 
     def load_data(self):
         from uqcal.data import load_table
@@ -150,9 +151,23 @@ class RunContext:
         write_parquet(self.run_dir / "predictions.parquet", predictions)
 
     @property
-    def checkpoint_path(self) -> Path:
-        """Where long training may checkpoint to resume after a crash (see uqcal.checkpoint)."""
-        return self.run_dir / "checkpoint.pt"
+    def checkpoint_path(self) -> Path | None:
+        """Where long training checkpoints to resume after a crash (None: no checkpointing; see uqcal.resume)."""
+        return self.resume_dir / "checkpoint.pt" if self.resume_dir is not None else None
+
+    def checkpoint(self):
+        from uqcal.resume import TrainingCheckpoint
+
+        return TrainingCheckpoint(self.checkpoint_path, self.log)
+
+
+def is_timing_key(key: str) -> bool:
+    """Wall-clock measurements (``train_seconds``, ``recal_seconds`` ...) vary between identical runs.
+
+    They stay in train_stats.json and reach summary.csv through the aggregator, but never enter
+    metrics.json, which is byte-identical across runs of the same config and seeds.
+    """
+    return "second" in key
 
 
 def _stable_hash(text: str) -> int:
@@ -184,6 +199,6 @@ class Method:
         stats_path = ctx.run_dir / "train_stats.json"
         if stats_path.exists():
             for key, value in read_json(stats_path).items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and not is_timing_key(key):
                     metrics.setdefault(key, float(value))
         return metrics

@@ -63,7 +63,7 @@ def cmd_materialise(args) -> int:
 
 
 def cmd_split(args) -> int:
-    from uqcal.config import split_job, split_path
+    from uqcal.config import per_seed_jobs, split_batch_job, split_job, split_path
     from uqcal.data import load_table, raw_paths
     from uqcal.io import write_json
     from uqcal.splits import make_split
@@ -71,29 +71,48 @@ def cmd_split(args) -> int:
     if args.job:
         job = json.loads(args.job)
     else:
-        _need(args, "family", "dataset", "setting", "seed")
-        job = split_job(_config(args), args.family, args.dataset, args.setting, args.seed)
+        _need(args, "family", "dataset", "setting")
+        config = _config(args)
+        if args.seed is None:
+            job = split_batch_job(config, args.family, args.dataset, args.setting)
+        else:
+            job = split_job(config, args.family, args.dataset, args.setting, args.seed)
+    jobs = per_seed_jobs(job)
+    if args.out and len(jobs) > 1:
+        raise SystemExit("uqcal split: --out needs a single --seed")
     table = load_table(job["dataset"], spec=job["dataset_spec"], raw_path=raw_paths(job["dataset"], args.data_dir)[0])
-    split = make_split(job["family"], table, job["split_params"], job["seed"])
-    out = Path(args.out or split_path(job["family"], job["dataset"], job["setting"], job["seed"]))
-    write_json(out, split)
-    LOG.info("split %s/%s/%s seed %d -> %s", job["family"], job["dataset"], job["setting"], job["seed"], out)
+    for one in jobs:
+        split = make_split(one["family"], table, one["split_params"], one["seed"])
+        out = Path(args.out or split_path(one["family"], one["dataset"], one["setting"], one["seed"]))
+        write_json(out, split)
+        LOG.info("split %s/%s/%s seed %d -> %s", one["family"], one["dataset"], one["setting"], one["seed"], out)
     return 0
 
 
-def _run_context(args):
+def _job(args) -> dict:
+    """The job JSON Snakemake passes, or the same job resolved from --config and the wildcards.
+
+    Without --seed, the job covers every seed of the method (as the Snakefile's batched train rule does).
+    """
+    from uqcal.config import Run, batch_job, run_job
+
+    if args.job:
+        return json.loads(args.job)
+    _need(args, "family", "dataset", "setting", "method")
+    config = _config(args)
+    if args.seed is None:
+        return batch_job(config, args.family, args.dataset, args.setting, args.method)
+    return run_job(config, Run(args.family, args.dataset, args.setting, args.method, args.seed))
+
+
+def _run_context(job: dict, args, resume_dir: Path | None = None):
+    """RunContext and method instance for a single-seed job."""
     import torch
 
     from uqcal.api import RunContext, get_entry
-    from uqcal.config import Run, run_job
     from uqcal.data import raw_paths
     from uqcal.device import resolve_device
 
-    if args.job:
-        job = json.loads(args.job)
-    else:
-        _need(args, "family", "dataset", "setting", "method", "seed")
-        job = run_job(_config(args), Run(args.family, args.dataset, args.setting, args.method, args.seed))
     run = (job["family"], job["dataset"], job["setting"], job["method"], job["seed"])
     run_dir = Path(args.results_dir) / "/".join(map(str, run[:4])) / f"seed{run[4]}"
     depends_dir = None
@@ -107,13 +126,13 @@ def _run_context(args):
         split_path=Path(args.data_dir) / "splits" / run[0] / run[1] / run[2] / f"seed{run[4]}.json",
         raw_path=raw_paths(run[1], args.data_dir)[0], depends_dir=depends_dir,
         device=resolve_device(job.get("device", "auto")), log=logging.getLogger(f"uqcal.{run[3]}"),
+        resume_dir=resume_dir,
     )
     method = get_entry(ctx.family, ctx.method).load_class()(ctx.params)
     return ctx, method
 
 
-def cmd_train(args) -> int:
-    ctx, method = _run_context(args)
+def _train_one(ctx, method) -> None:
     ctx.log.info("train %s on %s/%s seed %d (device %s)", ctx.method, ctx.dataset, ctx.setting, ctx.seed, ctx.device)
     ctx.seed_everything()
     start = time.perf_counter()
@@ -122,15 +141,13 @@ def cmd_train(args) -> int:
     missing = [f for f in ("model.pt", "predictions.parquet", "train_stats.json") if not (ctx.run_dir / f).exists()]
     if missing:
         raise SystemExit(f"method {ctx.method} did not write {missing} (must call ctx.save_outputs)")
-    return 0
 
 
-def cmd_evaluate(args) -> int:
+def _evaluate_one(ctx, method) -> None:
     import math
 
     from uqcal.io import write_json
 
-    ctx, method = _run_context(args)
     metrics = method.evaluate(ctx)
     bad = [k for k, v in metrics.items() if not isinstance(v, (int, float)) or isinstance(v, bool)]
     if bad:
@@ -144,6 +161,39 @@ def cmd_evaluate(args) -> int:
         "seed": ctx.seed, "metrics": metrics,
     })
     ctx.log.info("metrics: %s", ", ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
+
+
+def cmd_train(args) -> int:
+    """Train and evaluate every seed of the job in this process, resuming what a crash interrupted."""
+    from uqcal.config import job_digest, per_seed_jobs
+    from uqcal.resume import ResumeStore
+
+    stores = []
+    for one in per_seed_jobs(_job(args)):
+        run_dir = Path(args.results_dir) / one["family"] / one["dataset"] / one["setting"] / one["method"]
+        run_dir = run_dir / f"seed{one['seed']}"
+        store = ResumeStore(Path(args.results_dir), run_dir, job_digest(one))
+        stores.append(store)
+        if store.restore(run_dir):
+            LOG.info("seed %d: restored the outputs an interrupted run had finished (%s)", one["seed"], store.path)
+            continue
+        store.prepare()
+        ctx, method = _run_context(one, args, resume_dir=store.path)
+        _train_one(ctx, method)
+        if not args.no_evaluate:
+            _evaluate_one(ctx, method)
+            store.keep(run_dir)
+    for store in stores:  # the whole batch is done: nothing left to resume
+        store.clear()
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    from uqcal.config import per_seed_jobs
+
+    for one in per_seed_jobs(_job(args)):
+        ctx, method = _run_context(one, args)
+        _evaluate_one(ctx, method)
     return 0
 
 
@@ -224,22 +274,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--job")
     p.set_defaults(func=cmd_materialise)
 
-    p = sub.add_parser("split", help="make one task split / episode set under data/splits/",
+    p = sub.add_parser("split", help="make task splits / episode sets under data/splits/ (all seeds, or --seed)",
                        description="Write data/splits/<family>/<dataset>/<setting>/seed<k>.json: tasks, "
                        "folds, class splits or BO initial designs, deterministic given the seed.")
     _add_job_args(p, "family", "dataset", "setting", "seed")
     p.add_argument("--out")
     p.set_defaults(func=cmd_split)
 
-    p = sub.add_parser("train", help="train one method run (model.pt, predictions.parquet, train_stats.json)",
-                       description="Train one (family, dataset, setting, method, seed) run into "
-                       "results/<family>/<dataset>/<setting>/<method>/seed<k>/.")
+    p = sub.add_parser("train", help="train and evaluate a method's runs (all seeds, or one with --seed)",
+                       description="Train each seed of (family, dataset, setting, method) into "
+                       "results/<family>/<dataset>/<setting>/<method>/seed<k>/ (model.pt, predictions.parquet, "
+                       "train_stats.json) and score it (metrics.json). Seeds an interrupted run finished are "
+                       "restored, and long training resumes from its last checkpoint (results/.resume/).")
     _add_job_args(p, "family", "dataset", "setting", "method", "seed")
+    p.add_argument("--no-evaluate", action="store_true", help="train only; do not write metrics.json")
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("evaluate", help="compute metrics.json for one trained run",
-                       description="Compute the family's metrics for one run from its predictions and "
-                       "train stats and write metrics.json.")
+    p = sub.add_parser("evaluate", help="recompute metrics.json for trained runs",
+                       description="Recompute the family's metrics for trained runs (all seeds, or one with "
+                       "--seed) from their predictions and train stats, and write metrics.json.")
     _add_job_args(p, "family", "dataset", "setting", "method", "seed")
     p.set_defaults(func=cmd_evaluate)
 

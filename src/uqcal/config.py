@@ -204,6 +204,46 @@ def iter_runs(config: dict, families: list[str] | None = None) -> Iterator[Run]:
                         yield Run(family, dataset, setting, method, seed)
 
 
+@dataclass(frozen=True)
+class Batch:
+    """All seeds of one (family, dataset, setting, method): the unit one train job runs in one process.
+
+    Batching seeds pays the interpreter and torch start-up once per method instead of once per seed, and
+    keeps a cluster run to hundreds of jobs instead of tens of thousands (see docs/ARCHITECTURE.md).
+    """
+
+    family: str
+    dataset: str
+    setting: str
+    method: str
+    seeds: tuple[int, ...]
+
+    @property
+    def runs(self) -> list[Run]:
+        return [Run(self.family, self.dataset, self.setting, self.method, seed) for seed in self.seeds]
+
+    @property
+    def method_dir(self) -> str:
+        return f"results/{self.family}/{self.dataset}/{self.setting}/{self.method}"
+
+    @property
+    def split_dir(self) -> str:
+        return f"data/splits/{self.family}/{self.dataset}/{self.setting}"
+
+    @property
+    def stage_name(self) -> str:
+        return f"{self.family}-{self.dataset}-{self.setting}-{self.method}"
+
+
+def iter_batches(config: dict, families: list[str] | None = None) -> Iterator[Batch]:
+    for family in families or list(config["families"]):
+        fam = config["families"][family]
+        for dataset in fam["datasets"]:
+            for setting in settings_for(config, family, dataset):
+                for method in methods_for(config, family, dataset, setting):
+                    yield Batch(family, dataset, setting, method, tuple(range(fam["seeds"])))
+
+
 def raw_dependencies(config: dict, dataset: str) -> list[str]:
     """Datasets whose raw tables a dataset is built from (composite sources), itself excluded."""
     source = config["datasets"][dataset]["source"]
@@ -253,6 +293,29 @@ def run_job(config: dict, run: Run) -> dict:
     }
 
 
+def batch_job(config: dict, family: str, dataset: str, setting: str, method: str) -> dict:
+    """``run_job`` for every seed of a method at once: the same slice of config, with ``seeds`` for ``seed``."""
+    job = run_job(config, Run(family, dataset, setting, method, 0))
+    del job["seed"]
+    job["seeds"] = list(range(config["families"][family]["seeds"]))
+    return job
+
+
+def split_batch_job(config: dict, family: str, dataset: str, setting: str) -> dict:
+    job = split_job(config, family, dataset, setting, 0)
+    del job["seed"]
+    job["seeds"] = list(range(config["families"][family]["seeds"]))
+    return job
+
+
+def per_seed_jobs(job: dict) -> list[dict]:
+    """Split a batch job (``seeds``) into single-seed jobs (``seed``); a single-seed job is returned as is."""
+    if "seeds" not in job:
+        return [job]
+    base = {k: v for k, v in job.items() if k != "seeds"}
+    return [{**base, "seed": int(seed)} for seed in job["seeds"]]
+
+
 def job_digest(job: dict) -> str:
     return hashlib.sha256(json.dumps(job, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -264,8 +327,13 @@ def config_hash(path: str | Path) -> str:
 __all__ = [
     "FAMILIES",
     "ConfigError",
+    "Batch",
     "Run",
+    "batch_job",
     "dataset_job",
+    "iter_batches",
+    "per_seed_jobs",
+    "split_batch_job",
     "iter_runs",
     "load_config",
     "prepare_config",

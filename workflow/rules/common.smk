@@ -6,14 +6,14 @@ from snakemake.exceptions import WorkflowError
 
 from uqcal.config import (
     ConfigError,
-    Run,
+    batch_job,
     dataset_job,
-    iter_runs,
+    iter_batches,
     prepare_config,
     raw_dependencies,
-    run_job,
-    split_job,
+    split_batch_job,
 )
+from uqcal.api import get_entry
 
 CONFIG_FILE = (
     str(workflow.overwrite_configfiles[-1]) if workflow.overwrite_configfiles else "config/config.yaml"
@@ -24,16 +24,13 @@ except ConfigError as exc:
     raise WorkflowError(f"invalid configuration in {CONFIG_FILE}: {exc}")
 
 FAMILY_NAMES = list(UQ["families"])
-RUNS = list(iter_runs(UQ))
-RUNS_BY_FAMILY = {f: [r for r in RUNS if r.family == f] for f in FAMILY_NAMES}
-DEPENDS = {}  # (family, method) -> method whose run directory it reuses
-for _run in RUNS:
-    _key = (_run.family, _run.method)
-    if _key not in DEPENDS:
-        DEPENDS[_key] = run_job(UQ, _run)["depends_on"]
+BATCHES = list(iter_batches(UQ))
+BATCHES_BY_FAMILY = {f: [b for b in BATCHES if b.family == f] for f in FAMILY_NAMES}
+# (family, method) -> the method whose trained runs it builds on, if any
+DEPENDS = {(f, m): get_entry(f, m).depends_on for f in FAMILY_NAMES for m in UQ["families"][f]["methods"]}
 
-RUN_DIR = "results/{family}/{dataset}/{setting}/{method}/seed{seed}"
-TRAIN_OUTPUTS = ("model.pt", "predictions.parquet", "train_stats.json")
+METHOD_DIR = "results/{family}/{dataset}/{setting}/{method}"  # seed<k>/ folders inside
+SPLIT_DIR = "data/splits/{family}/{dataset}/{setting}"  # seed<k>.json inside
 
 
 wildcard_constraints:
@@ -42,10 +39,6 @@ wildcard_constraints:
     setting=r"[A-Za-z0-9_.+-]+",
     method=r"[A-Za-z0-9_.+-]+",
     seed=r"\d+",
-
-
-def as_run(w):
-    return Run(w.family, w.dataset, w.setting, w.method, int(w.seed))
 
 
 def family_resource(family, key, default):
@@ -58,11 +51,45 @@ def job_json(job):
 
 def train_inputs(w):
     inputs = {
-        "split": f"data/splits/{w.family}/{w.dataset}/{w.setting}/seed{w.seed}.json",
+        "splits": SPLIT_DIR.format(family=w.family, dataset=w.dataset, setting=w.setting),
         "raw": f"data/raw/{w.dataset}.parquet",
     }
     dep = DEPENDS.get((w.family, w.method))
-    if dep:
-        base = f"results/{w.family}/{w.dataset}/{w.setting}/{dep}/seed{w.seed}"
-        inputs["depends"] = [f"{base}/{name}" for name in TRAIN_OUTPUTS]
+    if dep:  # a method built on another's trained runs (e.g. isotonic recalibration of DVI)
+        inputs["depends"] = METHOD_DIR.format(family=w.family, dataset=w.dataset, setting=w.setting, method=dep)
     return inputs
+
+
+# Report outputs are declared here (not in report.smk) because `snakemake --lint` wants functions
+# in common files; see report.smk.
+REPORT_TITLES = {
+    "metareg": "metareg: Iwata & Kumagai",
+    "rio": "rio: RIO (Qiu et al.)",
+    "qr": "qr: quantile regularization",
+    "fewshot": "fewshot: MD-BFSC (Ke et al.)",
+    "bo": "bo: calibrated BO (Deshpande & Kuleshov)",
+}
+
+
+def _report_outputs():
+    """Per family: its figures and its table fragments as report directories."""
+    outputs = {}
+    for family in FAMILY_NAMES:
+        category = REPORT_TITLES.get(family, family)
+        outputs[f"{family}_figures"] = report(
+            directory(f"reports/{family}/figures"),
+            patterns=["{figure}__{dataset}__{setting}.svg"],
+            caption=f"../report/{family}.rst",
+            category=category,
+            subcategory="{dataset}",
+            labels={"figure": "{figure}", "dataset": "{dataset}", "setting": "{setting}"},
+        )
+        outputs[f"{family}_tables"] = report(
+            directory(f"reports/{family}/tables"),
+            patterns=["{table}.html"],
+            caption="../report/table.rst",
+            category=category,
+            subcategory="tables",
+            labels={"table": "{table}"},
+        )
+    return outputs

@@ -27,17 +27,18 @@ rule materialise:
         "uqcal materialise --job {params.job:q} 2> {log}"
 
 
+# All seeds of one (family, dataset, setting) in one job, into one folder (as training; see train.smk).
 rule split:
     input:
         "data/raw/{dataset}.parquet",
     output:
-        "data/splits/{family}/{dataset}/{setting}/seed{seed}.json",
+        directory(SPLIT_DIR),
     params:
-        job=lambda w: job_json(split_job(UQ, w.family, w.dataset, w.setting, int(w.seed))),
+        job=lambda w: job_json(split_batch_job(UQ, w.family, w.dataset, w.setting)),
     log:
-        "logs/split/{family}/{dataset}/{setting}/seed{seed}.log",
+        "logs/split/{family}/{dataset}/{setting}.log",
     benchmark:
-        "logs/bench/split/{family}/{dataset}/{setting}/seed{seed}.tsv"
+        "logs/bench/split/{family}/{dataset}/{setting}.tsv"
     conda:
         "../envs/uqcal.yaml"
     threads: 1

@@ -5,39 +5,6 @@
 report: "../report/workflow.rst"
 
 
-REPORT_TITLES = {
-    "metareg": "metareg: Iwata & Kumagai",
-    "rio": "rio: RIO (Qiu et al.)",
-    "qr": "qr: quantile regularization",
-    "fewshot": "fewshot: MD-BFSC (Ke et al.)",
-    "bo": "bo: calibrated BO (Deshpande & Kuleshov)",
-}
-
-
-def _report_outputs():
-    """Per family: its figures and its table fragments as report directories."""
-    outputs = {}
-    for family in FAMILY_NAMES:
-        category = REPORT_TITLES.get(family, family)
-        outputs[f"{family}_figures"] = report(
-            directory(f"reports/{family}/figures"),
-            patterns=["{figure}__{dataset}__{setting}.svg"],
-            caption=f"../report/{family}.rst",
-            category=category,
-            subcategory="{dataset}",
-            labels={"figure": "{figure}", "dataset": "{dataset}", "setting": "{setting}"},
-        )
-        outputs[f"{family}_tables"] = report(
-            directory(f"reports/{family}/tables"),
-            patterns=["{table}.html"],
-            caption="../report/table.rst",
-            category=category,
-            subcategory="tables",
-            labels={"table": "{table}"},
-        )
-    return outputs
-
-
 localrules:
     report,
 

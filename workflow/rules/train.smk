@@ -1,19 +1,25 @@
-# Training and evaluation of every (family, dataset, setting, method, seed) run, then aggregation.
+# Training and evaluation, then aggregation.
+#
+# One train job = every seed of one (family, dataset, setting, method), in one process: `uqcal train`
+# trains and scores each seed in turn into results/<family>/<dataset>/<setting>/<method>/seed<k>/.
+# Why batch: the Python/torch start-up (~4 s CPU) is paid once per method rather than once per seed, and
+# a cluster run submits hundreds of sbatch jobs instead of tens of thousands (issue 9, "Load"); declaring
+# the method folder as one directory output also keeps `snakemake -n` on the paper protocols fast.
+# Seeds that an interrupted job finished are restored on rerun, and long training resumes from its last
+# checkpoint (uqcal.resume).
 
 
 rule train:
     input:
         unpack(train_inputs),
     output:
-        model="results/{family}/{dataset}/{setting}/{method}/seed{seed}/model.pt",
-        predictions="results/{family}/{dataset}/{setting}/{method}/seed{seed}/predictions.parquet",
-        stats="results/{family}/{dataset}/{setting}/{method}/seed{seed}/train_stats.json",
+        directory(METHOD_DIR),
     params:
-        job=lambda w: job_json(run_job(UQ, as_run(w))),
+        job=lambda w: job_json(batch_job(UQ, w.family, w.dataset, w.setting, w.method)),
     log:
-        "logs/train/{family}/{dataset}/{setting}/{method}/seed{seed}.log",
+        "logs/train/{family}/{dataset}/{setting}/{method}.log",
     benchmark:
-        "logs/bench/train/{family}/{dataset}/{setting}/{method}/seed{seed}.tsv"
+        "logs/bench/train/{family}/{dataset}/{setting}/{method}.tsv"
     conda:
         "../envs/uqcal.yaml"
     threads: 1
@@ -26,32 +32,9 @@ rule train:
         "uqcal train --job {params.job:q} 2> {log}"
 
 
-rule evaluate:
-    input:
-        "results/{family}/{dataset}/{setting}/{method}/seed{seed}/model.pt",
-        "results/{family}/{dataset}/{setting}/{method}/seed{seed}/predictions.parquet",
-        "results/{family}/{dataset}/{setting}/{method}/seed{seed}/train_stats.json",
-    output:
-        "results/{family}/{dataset}/{setting}/{method}/seed{seed}/metrics.json",
-    params:
-        job=lambda w: job_json(run_job(UQ, as_run(w))),
-    log:
-        "logs/evaluate/{family}/{dataset}/{setting}/{method}/seed{seed}.log",
-    benchmark:
-        "logs/bench/evaluate/{family}/{dataset}/{setting}/{method}/seed{seed}.tsv"
-    conda:
-        "../envs/uqcal.yaml"
-    threads: 1
-    resources:
-        mem_mb=4000,
-        runtime=30,
-    shell:
-        "uqcal evaluate --job {params.job:q} 2> {log}"
-
-
 rule aggregate:
     input:
-        lambda w: [f"{r.run_dir}/metrics.json" for r in RUNS_BY_FAMILY[w.family]],
+        lambda w: [b.method_dir for b in BATCHES_BY_FAMILY[w.family]],
     output:
         "results/{family}/summary.csv",
     params:

@@ -173,10 +173,22 @@ def meta_train(
     n_tasks = len(data.train_tasks)
     batch = min(params["batch_tasks"], n_tasks)
     best, best_state, since_best, epochs_run = math.inf, copy.deepcopy(model.state_dict()), 0, 0
-    epochs = range(params["epochs"])
-    iterator = ctx.progress(epochs, total=params["epochs"], desc="meta-train") if ctx else epochs
+    elapsed, first_epoch = 0.0, 0
+    checkpoint = ctx.checkpoint() if ctx is not None else None
+    state = checkpoint.load() if checkpoint is not None else None
+    if state is not None:  # resume exactly where an interrupted run saved: weights, Adam moments, RNG streams
+        model.load_state_dict(state["model"])
+        optimiser.load_state_dict(state["optimiser"])
+        generator.set_state(state["generator"])
+        torch.set_rng_state(state["torch_rng"])
+        best, best_state, since_best = state["best"], state["best_state"], state["since_best"]
+        first_epoch = epochs_run = state["epoch"]
+        elapsed = state["elapsed"]
+    epochs = range(first_epoch, params["epochs"])
+    iterator = ctx.progress(epochs, total=len(epochs), desc="meta-train") if ctx else epochs
     start = time.perf_counter()
-    for epoch in iterator:
+    stopped = state is not None and state.get("stopped", False)
+    for epoch in [] if stopped else iterator:
         model.train()
         order = torch.randperm(n_tasks, generator=generator).to(data.device)
         for first in range(0, n_tasks - batch + 1, batch):  # drop the ragged last batch
@@ -193,11 +205,19 @@ def meta_train(
                 best, best_state, since_best = val, copy.deepcopy(model.state_dict()), 0
             else:
                 since_best += 1
-                if since_best >= params["patience"]:
-                    break
+            stopped = since_best >= params["patience"]
+            if checkpoint is not None:  # at validation points, so a resumed run replays the same checks
+                checkpoint.save({
+                    "epoch": epochs_run, "model": model.state_dict(), "optimiser": optimiser.state_dict(),
+                    "generator": generator.get_state(), "torch_rng": torch.get_rng_state(), "best": best,
+                    "best_state": best_state, "since_best": since_best, "stopped": stopped,
+                    "elapsed": elapsed + time.perf_counter() - start,
+                })
+            if stopped:
+                break
     model.load_state_dict(best_state)
     model.eval()
-    return {"train_seconds": time.perf_counter() - start, "epochs_run": epochs_run, "best_val_loss": best}
+    return {"train_seconds": elapsed + time.perf_counter() - start, "epochs_run": epochs_run, "best_val_loss": best}
 
 
 def predictions_frame(data: EpisodeData, columns: dict[str, np.ndarray]) -> pd.DataFrame:
