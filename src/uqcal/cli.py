@@ -232,11 +232,23 @@ def cmd_dvc_sync(args) -> int:
 
     config_path = args.config or "config/config.yaml"
     root = repo_root_for(config_path)
+    # dvc.yaml must name the config relative to the repository, or a clone elsewhere sees every stage changed.
+    relative = Path(config_path).resolve()
+    if relative.is_relative_to(root.resolve()):
+        config_path = relative.relative_to(root.resolve()).as_posix()
     path = write_dvc_yaml(_config(args), config_path, root)
     LOG.info("wrote %s", path)
     if args.commit:
         dvc_commit(root)
         LOG.info("dvc commit done: outputs recorded in dvc.lock and the DVC cache")
+    return 0
+
+
+def cmd_restore_mtimes(args) -> int:
+    from uqcal.dvc import restore_mtimes
+
+    count = restore_mtimes(Path("."))
+    LOG.info("set the modification times of %d artifacts in pipeline order", count)
     return 0
 
 
@@ -316,6 +328,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config")
     p.add_argument("--commit", action="store_true")
     p.set_defaults(func=cmd_dvc_sync)
+
+    p = sub.add_parser("restore-mtimes", help="after `dvc pull`/`dvc checkout`: order artifact mtimes for Snakemake",
+                       description="DVC checks files out at checkout time and in no particular order; this sets "
+                       "the modification times of every dvc.yaml output in pipeline order, so that `snakemake -n` "
+                       "sees pulled results as up to date instead of rerunning them.")
+    p.set_defaults(func=cmd_restore_mtimes)
 
     p = sub.add_parser("validate-config", help="validate a config file and count its runs")
     p.add_argument("--config")
