@@ -3,7 +3,10 @@
 Everything lives in one private temporary directory: the munge key and socket, `slurm.conf`, state, spool,
 pid and log files. Daemons run in the foreground as children of the test process, on free ports, so two
 clusters on one machine do not collide and teardown can stop exactly the processes it started.
-Clients (`sbatch`, `squeue`, `sinfo`, `scontrol`) find the cluster through `SLURM_CONF` in `cluster.env`.
+Clients (`sbatch`, `squeue`, `sinfo`, `scontrol`, `srun`) find the cluster through `cluster.env`: `SLURM_CONF`,
+and a PATH that starts with shims setting SLURM_CONF again. The shims are needed because
+snakemake-executor-plugin-slurm-jobstep (0.6) strips every SLURM_* variable, SLURM_CONF included, before the
+`srun` it runs inside each job; on a real cluster srun finds /etc/slurm/slurm.conf instead.
 
 Accounting: there is no slurmdbd, so `sacct` cannot work ("accounting storage is disabled"); job status
 therefore comes from `squeue --states=all`, which keeps finished jobs for `MinJobAge` seconds.
@@ -25,7 +28,7 @@ from pathlib import Path
 
 SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin", "/sbin")
 DAEMONS = ("munged", "slurmctld", "slurmd")
-CLIENTS = ("sbatch", "squeue", "sinfo", "scontrol", "srun")
+CLIENTS = ("sbatch", "squeue", "sinfo", "scontrol", "srun", "scancel")
 MEMORY_MARGIN_MB = 1024  # leave room for the OS: slurmd refuses RealMemory above what it sees
 MIN_JOB_AGE_S = 600  # finished jobs stay visible to `squeue` this long (status checks need them)
 
@@ -42,6 +45,9 @@ class SlurmCluster:
     logs: dict[str, Path]
     env: dict[str, str] = field(default_factory=dict)
 
+    def environ(self, base: dict[str, str]) -> dict[str, str]:
+        return cluster_environment(base, self.conf)
+
     def client(self, *args: str, timeout: int = 30) -> subprocess.CompletedProcess:
         return subprocess.run(list(args), env=self.env, capture_output=True, text=True, timeout=timeout)
 
@@ -51,6 +57,22 @@ class SlurmCluster:
             text = path.read_text(errors="replace").splitlines()[-lines:] if path.exists() else ["(no log written)"]
             parts.append(f"--- {name} log ({path}) ---\n" + "\n".join(text))
         return "\n".join(parts)
+
+
+def cluster_environment(base: dict[str, str], conf: Path) -> dict[str, str]:
+    """`base` pointed at this cluster, without a caller's SBATCH_*/SLURM_* defaults leaking into our jobs."""
+    env = {k: v for k, v in base.items() if not k.startswith(("SBATCH_", "SALLOC_", "SRUN_", "SLURM_"))}
+    shims = conf.parent / "bin"
+    return {**env, "SLURM_CONF": str(conf), "PATH": f"{shims}{os.pathsep}{env.get('PATH', '')}"}
+
+
+def write_client_shims(conf: Path) -> None:
+    shims = conf.parent / "bin"
+    shims.mkdir()
+    for name in CLIENTS:
+        shim = shims / name
+        shim.write_text(f'#!/bin/sh\nSLURM_CONF="{conf}" exec "{find_binary(name)}" "$@"\n')
+        shim.chmod(0o755)
 
 
 def find_binary(name: str) -> str | None:
@@ -172,10 +194,8 @@ def slurm_cluster(start_timeout: float = 60, partition: str = "debug") -> Iterat
         user = subprocess.run(["id", "-un"], capture_output=True, text=True, check=True).stdout.strip()
         conf, logs = write_slurm_conf(root, munge_socket, user, partition)
         logs = {"munged": root / "munged.log", **logs}
-        env = {**os.environ, "SLURM_CONF": str(conf)}
-        # Do not let a submitting environment's SBATCH_* / SLURM_* defaults leak into our jobs.
-        env = {k: v for k, v in env.items() if not k.startswith(("SBATCH_", "SALLOC_", "SRUN_"))
-               and (k == "SLURM_CONF" or not k.startswith("SLURM_"))}
+        write_client_shims(conf)
+        env = cluster_environment(os.environ, conf)
         cluster = SlurmCluster(root=root, conf=conf, partition=partition, logs=logs, env=env)
 
         key = root / "munge.key"

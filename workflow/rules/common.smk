@@ -36,6 +36,13 @@ RUN_DIR = "results/{family}/{dataset}/{setting}/{method}/seed{seed}"
 TRAIN_OUTPUTS = ("model.pt", "predictions.parquet", "train_stats.json")
 
 
+# Seconds-long bookkeeping runs on the submit host: a cluster job would spend longer queueing than running.
+# Downloads (materialise) and the report are declared local in data.smk and report.smk.
+localrules:
+    split,
+    aggregate,
+
+
 wildcard_constraints:
     family="|".join(FAMILY_NAMES) or "none",
     dataset=r"[A-Za-z0-9_.+-]+",
