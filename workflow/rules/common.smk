@@ -33,6 +33,13 @@ METHOD_DIR = "results/{family}/{dataset}/{setting}/{method}"  # seed<k>/ folders
 SPLIT_DIR = "data/splits/{family}/{dataset}/{setting}"  # seed<k>.json inside
 
 
+# Seconds-long bookkeeping runs on the submit host: a cluster job would spend longer queueing than running.
+# Downloads (materialise) and the report are declared local in data.smk and report.smk.
+localrules:
+    split,
+    aggregate,
+
+
 wildcard_constraints:
     family="|".join(FAMILY_NAMES) or "none",
     dataset=r"[A-Za-z0-9_.+-]+",
