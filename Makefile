@@ -5,7 +5,7 @@ VENV ?= .venv
 CORES ?= all
 BIN := $(VENV)/bin
 
-.PHONY: venv reproduce smoke test lint clean
+.PHONY: venv reproduce smoke test lint clean pull
 
 $(BIN)/uqcal: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ smoke: venv
 
 test: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
+
+# In a fresh clone: fetch the results from the DVC remote and date them so Snakemake sees them as current.
+pull: venv
+	$(BIN)/dvc pull
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/uqcal restore-mtimes
 
 lint: venv
 	$(BIN)/ruff check src tests benchmarks
