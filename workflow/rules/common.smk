@@ -18,6 +18,9 @@ from uqcal.api import get_entry
 CONFIG_FILE = (
     str(workflow.overwrite_configfiles[-1]) if workflow.overwrite_configfiles else "config/config.yaml"
 )
+if Path(CONFIG_FILE).resolve().is_relative_to(Path.cwd().resolve()):
+    # Relative, so that a moved or cloned repository (and DVC) sees the same input path.
+    CONFIG_FILE = Path(CONFIG_FILE).resolve().relative_to(Path.cwd().resolve()).as_posix()
 try:
     UQ = prepare_config(config, Path(workflow.basedir))
 except ConfigError as exc:
