@@ -33,7 +33,10 @@ def load(results: Path) -> pd.DataFrame:
     for path in results.glob("rio/*/holdout/*/seed*/metrics.json"):
         rec = json.loads(path.read_text())
         keys = {"dataset": rec["dataset"], "method": rec["method"], "seed": rec["seed"]}
-        rows.append({**keys, **rec["metrics"]})
+        stats_path = path.with_name("train_stats.json")  # timings live there, not in metrics.json
+        stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
+        timings = {k: v for k, v in stats.items() if "second" in k and isinstance(v, (int, float))}
+        rows.append({**keys, **timings, **rec["metrics"]})
     return pd.DataFrame(rows)
 
 

@@ -75,3 +75,22 @@ def test_a_dataset_added_only_through_config_runs_the_whole_chain(tmp_path):
         assert set(summary["method"]) == set(cfg["families"][family]["methods"])
     provenance = json.loads((root / "data/raw/mtcars.json").read_text())
     assert provenance["rows"] == 32
+
+
+def test_dvc_metrics_and_plots_and_snakemake_report_work_on_the_smoke_run(smoke_run, tmp_path):
+    config = load_config(smoke_run / "config/smoke.yaml")
+    shown = json.loads(run([str(BIN / "dvc"), "metrics", "show", "--json"], smoke_run).stdout)
+    files = {path for entry in shown.values() for path in entry.get("data", {})}
+    assert {f"reports/{family}/metrics.json" for family in config["families"]} <= files
+    # The metrics DVC shows are the report's numbers, which come from summary.csv.
+    rio = json.loads((smoke_run / "reports/rio/metrics.json").read_text())
+    summary = pd.read_csv(smoke_run / "results/rio/summary.csv")
+    row = summary[(summary.method == "nn") & (summary.metric == "rmse")].iloc[0]
+    assert abs(rio[row.dataset][row.setting]["nn"]["rmse"] - row["mean"]) < 1e-4 * abs(row["mean"])
+    plots = tmp_path / "plots"
+    run([str(BIN / "dvc"), "plots", "show", "-o", str(plots)], smoke_run)
+    page = (plots / "index.html").read_text()
+    assert "rio: calibration" in page and "bo: best_so_far" in page
+    report = tmp_path / "report.html"
+    snakemake(["--report", str(report), "--configfile", "config/smoke.yaml"], smoke_run, timeout=600)
+    assert report.stat().st_size > 10_000

@@ -88,7 +88,22 @@ def build_dvc_yaml(config: dict, config_path: str, root: Path = Path(".")) -> di
         "deps": [f"results/{f}/summary.csv" for f in config["families"]] + ["src/uqcal/report"],
         "outs": ["reports"],  # cached too, so that `dvc pull` brings the report with the results
     }
-    return {"stages": stages}
+    metrics, plots = _report_metrics_and_plots(list(config["families"]))
+    return {"stages": stages, "metrics": metrics, "plots": plots}
+
+
+def _report_metrics_and_plots(families: list[str]) -> tuple[list[str], list[dict]]:
+    """`dvc metrics show` / `dvc plots show` read what the report writes (reports/<family>/metrics.json and
+    the per-series CSVs its spec's ``dvc_plots`` name)."""
+    from uqcal.report.build import load_spec
+
+    metrics, plots = [], []
+    for family in families:
+        metrics.append(f"reports/{family}/metrics.json")
+        for plot in load_spec(family).get("dvc_plots") or []:
+            axes = {"x": "p", "y": "observed"} if plot["kind"] == "calibration" else {"x": plot["x"], "y": plot["y"]}
+            plots.append({f"reports/{family}/plots/{plot['id']}": {**axes, "title": f"{family}: {plot['id']}"}})
+    return metrics, plots
 
 
 def dvc_outputs(dvc_yaml: dict) -> set[str]:
