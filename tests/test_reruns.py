@@ -181,6 +181,8 @@ def test_a_run_killed_mid_training_resumes_and_matches_an_uninterrupted_one(tmp_
     for path in (root / "results").rglob("*.json"):  # whatever exists is whole: writes are atomic
         json.loads(path.read_text())
 
+    # A killed Snakemake leaves its lock behind (README, "Crashes"): unlock, then the same command again.
+    snakemake([TARGET, "--unlock", "--configfile", config], root)
     again = snakemake([TARGET, "--cores", "1", "--configfile", config], root, timeout=900)
     log = (root / "logs/train/metareg/ozone/ns10/metacal.log").read_text()
     assert "restored the outputs an interrupted run had finished" in log, log[-2000:]
