@@ -101,6 +101,13 @@ def pit_values(frame: pd.DataFrame) -> np.ndarray | None:
     return None
 
 
+def _render(spec: dict, ctx: FigureContext, fig, dataset: str, setting: str, default_title: str) -> Rendered:
+    """Save one (dataset, setting) panel of a figure spec and describe it for the page."""
+    stem = figure_stem(spec["id"], dataset, setting)
+    title = f"{spec.get('title', default_title)}: {dataset} / {setting}"
+    return Rendered(title, spec.get("caption", ""), stem, save_figure(fig, ctx.out_dir, stem))
+
+
 def build_pit_calibration(spec: dict, ctx: FigureContext) -> list:
     """Predicted-vs-empirical CDF (regression calibration curve): for p in (0,1), fraction of PIT ≤ p."""
     out = []
@@ -126,15 +133,7 @@ def build_pit_calibration(spec: dict, ctx: FigureContext) -> list:
             title=f"{dataset} / {setting}",
         )
         ax.legend(fontsize=7)
-        stem = figure_stem(spec["id"], dataset, setting)
-        out.append(
-            Rendered(
-                f"{spec.get('title', 'Calibration')}: {dataset} / {setting}",
-                spec.get("caption", ""),
-                stem,
-                save_figure(fig, ctx.out_dir, stem),
-            )
-        )
+        out.append(_render(spec, ctx, fig, dataset, setting, "Calibration"))
     return out or [Skipped(spec.get("title", spec["id"]), "no predictions.parquet with pit or mean/std columns")]
 
 
@@ -169,15 +168,7 @@ def build_reliability(spec: dict, ctx: FigureContext) -> list:
             ax.plot([0, 1], [0, 1], "r--", lw=1)
             ax.set(title=_label(ctx, method), xlabel="confidence", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1))
         fig.suptitle(f"{dataset} / {setting}", fontsize=9)
-        stem = figure_stem(spec["id"], dataset, setting)
-        out.append(
-            Rendered(
-                f"{spec.get('title', 'Reliability')}: {dataset} / {setting}",
-                spec.get("caption", ""),
-                stem,
-                save_figure(fig, ctx.out_dir, stem),
-            )
-        )
+        out.append(_render(spec, ctx, fig, dataset, setting, "Reliability"))
     return out or [Skipped(spec.get("title", spec["id"]), "no few-shot predictions.parquet with label and p0.. columns")]
 
 
@@ -241,15 +232,7 @@ def build_error_vs_std(spec: dict, ctx: FigureContext) -> list:
             ax.set(title=_label(ctx, method), xlabel="predicted std", ylabel="|y − mean|")
         axes[0][0].legend(fontsize=7)
         fig.suptitle(f"{dataset} / {setting}", fontsize=9)
-        stem = figure_stem(spec["id"], dataset, setting)
-        out.append(
-            Rendered(
-                f"{spec.get('title', 'Error vs std')}: {dataset} / {setting}",
-                spec.get("caption", ""),
-                stem,
-                save_figure(fig, ctx.out_dir, stem),
-            )
-        )
+        out.append(_render(spec, ctx, fig, dataset, setting, "Error vs std"))
     return out or [Skipped(spec.get("title", spec["id"]), "no predictions.parquet with y, mean, std")]
 
 
@@ -402,15 +385,7 @@ def build_interval_snapshots(spec: dict, ctx: FigureContext) -> list:
                 if "f" in part:
                     ax.plot(part["x"], part["f"], "g", lw=1)
                 ax.set_title(f"{_label(ctx, method)}, it {it}", fontsize=8)
-        stem = figure_stem(spec["id"], dataset, setting)
-        out.append(
-            Rendered(
-                f"{spec.get('title', 'Interval snapshots')}: {dataset} / {setting}",
-                spec.get("caption", ""),
-                stem,
-                save_figure(fig, ctx.out_dir, stem),
-            )
-        )
+        out.append(_render(spec, ctx, fig, dataset, setting, "Interval snapshots"))
     return out or [
         Skipped(
             spec.get("title", spec["id"]),
