@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from uqcal.api import is_timing_key
 from uqcal.stats import paired_ttest, spearman, wilcoxon_test
 
 ORDER = ["nn", "rio", "r_i", "r_o", "y_o", "y_io", "svgp", "marginal"]
@@ -35,7 +36,7 @@ def load(results: Path) -> pd.DataFrame:
         keys = {"dataset": rec["dataset"], "method": rec["method"], "seed": rec["seed"]}
         stats_path = path.with_name("train_stats.json")  # timings live there, not in metrics.json
         stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
-        timings = {k: v for k, v in stats.items() if "second" in k and isinstance(v, (int, float))}
+        timings = {k: v for k, v in stats.items() if is_timing_key(k) and isinstance(v, (int, float))}
         rows.append({**keys, **timings, **rec["metrics"]})
     return pd.DataFrame(rows)
 

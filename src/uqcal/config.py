@@ -168,8 +168,12 @@ class Run:
         return split_path(self.family, self.dataset, self.setting, self.seed)
 
 
+def split_dir(family: str, dataset: str, setting: str) -> str:
+    return f"data/splits/{family}/{dataset}/{setting}"
+
+
 def split_path(family: str, dataset: str, setting: str, seed: int) -> str:
-    return f"data/splits/{family}/{dataset}/{setting}/seed{seed}.json"
+    return f"{split_dir(family, dataset, setting)}/seed{seed}.json"
 
 
 def settings_for(config: dict, family: str, dataset: str) -> list[str]:
@@ -192,16 +196,6 @@ def methods_for(config: dict, family: str, dataset: str, setting: str) -> list[s
             continue
         chosen.append(name)
     return chosen
-
-
-def iter_runs(config: dict, families: list[str] | None = None) -> Iterator[Run]:
-    for family in families or list(config["families"]):
-        fam = config["families"][family]
-        for dataset in fam["datasets"]:
-            for setting in settings_for(config, family, dataset):
-                for method in methods_for(config, family, dataset, setting):
-                    for seed in range(fam["seeds"]):
-                        yield Run(family, dataset, setting, method, seed)
 
 
 @dataclass(frozen=True)
@@ -228,11 +222,16 @@ class Batch:
 
     @property
     def split_dir(self) -> str:
-        return f"data/splits/{self.family}/{self.dataset}/{self.setting}"
+        return split_dir(self.family, self.dataset, self.setting)
 
     @property
     def stage_name(self) -> str:
         return f"{self.family}-{self.dataset}-{self.setting}-{self.method}"
+
+
+def iter_runs(config: dict, families: list[str] | None = None) -> Iterator[Run]:
+    for batch in iter_batches(config, families):
+        yield from batch.runs
 
 
 def iter_batches(config: dict, families: list[str] | None = None) -> Iterator[Batch]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from uqcal.api import get_entry
-from uqcal.config import Batch, iter_batches, iter_runs, raw_dependencies, settings_for, split_path
+from uqcal.config import Batch, iter_batches, iter_runs, raw_dependencies, settings_for, split_dir
 from uqcal.io import write_text
 
 HEADER = (
@@ -61,7 +61,7 @@ def build_dvc_yaml(config: dict, config_path: str, root: Path = Path(".")) -> di
                     "deps": [f"data/raw/{ds}.parquet", "src/uqcal/splits.py"],
                     "params": [{config_path: [f"families.{family}.split", f"families.{family}.seeds",
                                               f"families.{family}.settings.{setting}"]}],
-                    "outs": [str(Path(split_path(family, ds, setting, 0)).parent)],
+                    "outs": [split_dir(family, ds, setting)],
                 }
     for batch in iter_batches(config):
         deps = [batch.split_dir, f"data/raw/{batch.dataset}.parquet", f"src/uqcal/methods/{batch.family}",
@@ -123,22 +123,25 @@ def write_dvc_yaml(config: dict, config_path: str, root: Path = Path(".")) -> Pa
     return target
 
 
-def _out_mtimes(root: Path) -> dict[Path, int]:
-    """Modification times (ns) of every dvc.yaml output file, directory contents included."""
+def _out_files(root: Path, outs: list) -> list[Path]:
+    """Paths of dvc.yaml outputs that exist, directories expanded to their contents (folders last)."""
     import os
 
-    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
-    found = {}
-    for stage in stages.values():
-        for out in stage.get("outs", []):
-            path = root / (out if isinstance(out, str) else next(iter(out)))
-            paths = [path]
-            if path.is_dir():
-                paths = [Path(d) / f for d, _, files in os.walk(path) for f in files]
-            for item in paths:
-                if item.is_file():
-                    found[item] = item.stat().st_mtime_ns
+    found = []
+    for out in outs:
+        path = root / (out if isinstance(out, str) else next(iter(out)))
+        if path.is_dir():
+            found += [Path(d) / f for d, dirs, files in os.walk(path) for f in [*files, *dirs]] + [path]
+        elif path.exists():
+            found.append(path)
     return found
+
+
+def _out_mtimes(root: Path) -> dict[Path, int]:
+    """Modification times (ns) of every dvc.yaml output file, directory contents included."""
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    return {path: path.stat().st_mtime_ns for stage in stages.values()
+            for path in _out_files(root, stage.get("outs", [])) if path.is_file()}
 
 
 def dvc_commit(root: Path = Path(".")) -> None:
@@ -204,14 +207,7 @@ def restore_mtimes(root: Path = Path(".")) -> int:
     count = 0
     for index, name in enumerate(_stage_order(stages)):
         stamp = base + index * 1_000_000
-        for out in stages[name].get("outs", []):
-            path = root / (out if isinstance(out, str) else next(iter(out)))
-            if not path.exists():
-                continue
-            targets = [path]
-            if path.is_dir():
-                targets = [Path(d) / f for d, dirs, files in os.walk(path) for f in [*files, *dirs]] + [path]
-            for target in targets:
-                os.utime(target, ns=(stamp, stamp), follow_symlinks=False)
-                count += 1
+        for target in _out_files(root, stages[name].get("outs", [])):
+            os.utime(target, ns=(stamp, stamp), follow_symlinks=False)
+            count += 1
     return count
