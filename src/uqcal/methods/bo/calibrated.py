@@ -30,26 +30,17 @@ from uqcal.api import Method, RunContext
 from uqcal.methods.bo.acquisition import ACQUISITIONS, CALIBRATED_ACQ_MODES, CalibratedAcquisition
 from uqcal.methods.bo.recalibration import RECALIBRATORS, RecalibrationMap, fit_recalibration
 from uqcal.methods.bo.surrogate import KERNELS, PIT_MODES, fit_gp, heldout_pit
+from uqcal.metrics import calibration_score as shared_calibration_score
 from uqcal.objectives import Objective, get_objective
 
 SETTING_KEYS = {"acquisition", "budget", "n_init", "target_tol", "initial_design", "initial_box", "datasets"}
 
 
 def calibration_score(pit) -> float:
-    """Kuleshov et al. (2018) calibration score (Deshpande & Kuleshov Sec. 5.1); shared metric if present."""
-    try:
-        from uqcal.metrics import calibration_score as shared
-    except ImportError:
-        shared = None
+    """Kuleshov et al. (2018) calibration score (Sec. 5.1) of the finite PIT values; nan if there are none."""
     pit = np.asarray(pit, dtype=float)
     pit = pit[np.isfinite(pit)]
-    if len(pit) == 0:
-        return float("nan")
-    if shared is not None:
-        return float(shared(pit))
-    levels = np.linspace(0.05, 0.95, 19)
-    freq = np.array([np.mean(pit <= p) for p in levels])
-    return float(np.sum((levels - freq) ** 2))
+    return float(shared_calibration_score(pit)) if len(pit) else float("nan")
 
 
 def setting(ctx: RunContext) -> dict:
