@@ -87,3 +87,13 @@ def test_snakemake_fails_before_any_job_on_a_typo(tmp_path):
     assert proc.returncode != 0
     assert "families.qr.methods.margnal" in proc.stdout + proc.stderr
     assert not (root / "results").exists() and not (root / "data").exists()
+
+
+def test_config_value_conflicting_with_a_registered_variant_is_named(smoke_raw):
+    # qr's dvi_qr is defined by lambda = 1 (Sec. 5.2); a config lambda would otherwise be silently dropped
+    cfg = copy.deepcopy(smoke_raw)
+    cfg["families"]["qr"]["methods"]["dvi_qr"] = {"lam": 2.0}
+    with pytest.raises(ConfigError, match=r"families\.qr\.methods\.dvi_qr\.lam.*conflicts"):
+        _prepare(cfg)
+    cfg["families"]["qr"]["methods"]["dvi_qr"] = {"lam": 1.0}  # restating the defining value is fine
+    assert any(r.method == "dvi_qr" for r in iter_runs(_prepare(cfg)))

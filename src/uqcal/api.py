@@ -60,6 +60,12 @@ def resolve_params(family: str, method: str, config_params: dict[str, Any] | Non
                 f"families.{family}.methods.{method}.{key}: unknown parameter; "
                 f"accepted: {', '.join(sorted(cls.defaults)) or '(none)'}"
             )
+        if key in entry.overrides and value != entry.overrides[key]:
+            # A registered variant is defined by its fixed values; a config value would be silently lost.
+            raise ValueError(
+                f"families.{family}.methods.{method}.{key}: {value!r} conflicts with the value "
+                f"{entry.overrides[key]!r} that defines method {method!r}; drop the key or use another variant"
+            )
         params[key] = value
     params.update(entry.overrides)
     return params

@@ -135,7 +135,7 @@ def check_semantics(config: dict) -> None:
                 )
             try:
                 resolve_params(family, method, params)
-            except KeyError as exc:
+            except (KeyError, ValueError) as exc:
                 raise ConfigError(exc.args[0]) from None
             for key, allowed in (("datasets", fam["datasets"]), ("settings", list(fam["settings"]))):
                 for item in (params or {}).get(key, []):

@@ -3,7 +3,9 @@ inputs and returns rendered figures, or a ``Skipped`` note naming the missing in
 
 from __future__ import annotations
 
+import fnmatch
 import io
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -236,52 +238,83 @@ def build_error_vs_std(spec: dict, ctx: FigureContext) -> list:
     return out or [Skipped(spec.get("title", spec["id"]), "no predictions.parquet with y, mean, std")]
 
 
-def _param_value(ctx: FigureContext, setting: str, method: str, param: str):
+def _param_value(ctx: FigureContext, dataset: str, setting: str, method: str, param: str):
+    """Where a sensitivity figure finds its x: the setting's config entry, else a per-run metric of that
+    name (e.g. ``n_train_tasks``, the tasks a run actually used), else the method's resolved parameter
+    (class default <- config entry <- registry override, e.g. ``metacal_l01`` -> lam 0.1)."""
     family = (ctx.config.get("families") or {}).get(ctx.family) or {}
-    for source in (
-        ((family.get("settings") or {}).get(setting) or {}),
-        ((family.get("methods") or {}).get(method) or {}),
-    ):
-        if param in source:
-            return source[param]
-    return None
+    setting_params = (family.get("settings") or {}).get(setting) or {}
+    if param in setting_params:
+        return setting_params[param]
+    logged = ctx.summary[
+        (ctx.summary["dataset"] == dataset)
+        & (ctx.summary["setting"].astype(str) == setting)
+        & (ctx.summary["method"] == method)
+        & (ctx.summary["metric"] == param)
+    ]
+    if len(logged):
+        return float(logged["mean"].iloc[0])
+    from uqcal.api import resolve_params
+
+    try:
+        return resolve_params(ctx.family, method, (family.get("methods") or {}).get(method)).get(param)
+    except KeyError:  # a method the registry does not know (a results tree from elsewhere)
+        return ((family.get("methods") or {}).get(method) or {}).get(param)
+
+
+def _series_label(spec: dict, ctx: FigureContext, method: str) -> str | None:
+    """``series: {label: [method glob, ...]}`` groups a method and its variants into one line; ``series:
+    method`` draws one line per method; None leaves the method out."""
+    series = spec.get("series")
+    if isinstance(series, dict):
+        for label, patterns in series.items():
+            if any(fnmatch.fnmatchcase(method, pattern) for pattern in patterns):
+                return str(label)
+        return None
+    return _label(ctx, method) if series == "method" else ""
 
 
 def build_sensitivity(spec: dict, ctx: FigureContext) -> list:
-    """Metric (mean ± std over seeds) against a setting/method parameter read from the config (λ, k,
-    #tasks)."""
+    """Metric (mean ± std over seeds) against a parameter (λ, k, #tasks): one line per series and
+    (dataset, setting) that has runs at two or more values of the parameter."""
     param, metric = spec["param"], spec["metric"]
     frame = ctx.summary[ctx.summary["metric"] == metric].copy()
     if spec.get("methods"):
         frame = frame[frame["method"].isin(spec["methods"])]
-    frame["x"] = [_param_value(ctx, str(s), m, param) for s, m in zip(frame["setting"], frame["method"], strict=False)]
+    frame["series"] = [_series_label(spec, ctx, m) for m in frame["method"]]
+    frame = frame[frame["series"].notna()]
+    frame["x"] = [
+        _param_value(ctx, str(d), str(s), m, param)
+        for d, s, m in zip(frame["dataset"], frame["setting"], frame["method"], strict=True)
+    ]
     frame = frame[frame["x"].notna()]
-    if frame.empty or frame["x"].nunique() < 2:
+    frame["x"] = frame["x"].astype(float)
+    lines = [
+        (key, part.groupby("x")[["mean", "std"]].mean().sort_index())
+        for key, part in frame.groupby(["series", "dataset", "setting"])
+        if part["x"].nunique() >= 2
+    ]
+    if not lines:
         return [
             Skipped(
                 spec.get("title", spec["id"]),
-                f"needs runs at ≥ 2 values of '{param}' (a setting or method parameter) with metric '{metric}'",  # noqa: E501
+                f"needs runs at ≥ 2 values of '{param}' (setting, logged metric or method parameter) "
+                f"with metric '{metric}' in one (dataset, setting)",
             )
         ]
-    frame["x"] = frame["x"].astype(float)
-    frame["series"] = (
-        frame["method"].map(lambda m: spec.get("series_label", {}).get(m, m))
-        if spec.get("series") == "method"
-        else frame["dataset"]
-    )
-    fig, ax = plt.subplots(figsize=(4.6, 3.4))
-    for name, part in frame.groupby("series"):
-        part = part.groupby("x")[["mean", "std"]].mean().sort_index()
-        ax.errorbar(part.index, part["mean"], yerr=part["std"].fillna(0), marker="o", capsize=3, label=str(name))
+    fig, ax = plt.subplots(figsize=(4.8, 3.4))
+    for (series, dataset, setting), part in lines:
+        label = " · ".join(str(p) for p in (series, dataset, setting) if p)
+        ax.errorbar(part.index, part["mean"], yerr=part["std"].fillna(0), marker="o", capsize=3, label=label)
     if spec.get("logx"):
         ax.set_xscale("log")
-    ax.set(xlabel=spec.get("xlabel", param), ylabel=metric)
+    ax.set(xlabel=spec.get("xlabel", param), ylabel=spec.get("ylabel", metric))
     ax.legend(fontsize=7)
     stem = figure_stem(spec["id"])
     return [
         Rendered(
             spec.get("title", f"{metric} vs {param}"),
-            spec.get("caption", ""),
+            spec.get("caption", "") + " Error bars: ± one std over seeds.",
             stem,
             save_figure(fig, ctx.out_dir, stem),
         )
@@ -352,44 +385,78 @@ def build_metric_scatter(spec: dict, ctx: FigureContext) -> list:
     ]
 
 
-def build_interval_snapshots(spec: dict, ctx: FigureContext) -> list:
-    """Predictive intervals over the domain at chosen iterations (Forrester, paper Fig. 1).
+_INTERVALS = (  # (column suffix, legend label, drawn as a band?) in snapshot files
+    ("", "95 % interval", True),
+    ("_base", "GP 95 % interval", True),
+    ("_recal", "recalibrated 95 %", False),
+)
 
-    Input per run: ``snapshots.parquet`` with columns iteration, x, mean, lower, upper and optional
-    ``f`` (true function); observed points come from predictions.parquet (x, y up to that iteration).
+
+def _first_coordinate(point) -> float:
+    """A BO query point as stored in predictions.parquet (a list, or its JSON text) -> its first coordinate."""
+    return float(np.ravel(json.loads(point) if isinstance(point, str) else point)[0])
+
+
+def build_interval_snapshots(spec: dict, ctx: FigureContext) -> list:
+    """Predictive intervals over the domain at chosen iterations (Forrester, paper Fig. 1), one row per
+    method, for the first seed.
+
+    Input per run: ``snapshots.parquet`` with columns iteration, x, mean, interval bounds ``lower``/``upper``
+    or ``lower_base``/``upper_base`` (+ ``lower_recal``/``upper_recal``, drawn where they differ from the
+    base), optional ``f`` (true function). The points the GP had seen (predictions.parquet rows of earlier
+    iterations) are dots; the point the step then queried is a cross.
     """
     filename = spec.get("file", "snapshots.parquet")
     out = []
     for dataset, setting in _keys(ctx, spec):
-        methods = _methods(ctx, spec, dataset, setting)
         snaps = {}
-        for method in methods:
+        for method in _methods(ctx, spec, dataset, setting):
             frame = load_predictions(ctx.results_dir, ctx.family, dataset, setting, method, filename)
-            if frame is not None and {"iteration", "x", "mean", "lower", "upper"} <= set(frame.columns):
-                snaps[method] = frame[frame["seed"] == frame["seed"].min()]
+            if frame is None or not {"iteration", "x", "mean"} <= set(frame.columns):
+                continue
+            bands = [b for b in _INTERVALS if {f"lower{b[0]}", f"upper{b[0]}"} <= set(frame.columns)]
+            if not bands:
+                continue
+            seed = frame["seed"].min()
+            observed = load_predictions(ctx.results_dir, ctx.family, dataset, setting, method)
+            if observed is not None:
+                observed = observed[observed["seed"] == seed]
+            snaps[method] = (frame[frame["seed"] == seed], bands, observed)
         if not snaps:
             continue
-        iterations = spec.get("iterations") or sorted(next(iter(snaps.values()))["iteration"].unique())[:4]
+        available = sorted(next(iter(snaps.values()))[0]["iteration"].unique())
+        iterations = [it for it in spec.get("iterations") or available[:4] if it in available]
         fig, axes = plt.subplots(
-            len(snaps),
-            len(iterations),
-            figsize=(2.8 * len(iterations), 2.4 * len(snaps)),
-            squeeze=False,
+            len(snaps), len(iterations), figsize=(2.8 * len(iterations), 2.4 * len(snaps)), squeeze=False,
             sharex=True,
         )
-        for i, (method, frame) in enumerate(snaps.items()):
+        for i, (method, (frame, bands, observed)) in enumerate(snaps.items()):
             for j, it in enumerate(iterations):
                 ax, part = axes[i][j], frame[frame["iteration"] == it].sort_values("x")
-                ax.fill_between(part["x"], part["lower"], part["upper"], alpha=0.3)
-                ax.plot(part["x"], part["mean"], lw=1)
                 if "f" in part:
-                    ax.plot(part["x"], part["f"], "g", lw=1)
-                ax.set_title(f"{_label(ctx, method)}, it {it}", fontsize=8)
+                    ax.plot(part["x"], part["f"], "g", lw=1, label="objective")
+                ax.plot(part["x"], part["mean"], lw=1, label="GP mean")
+                base_lower = None
+                for suffix, label, band in bands:
+                    lower, upper = part[f"lower{suffix}"], part[f"upper{suffix}"]
+                    if band:
+                        ax.fill_between(part["x"], lower, upper, alpha=0.25, label=label)
+                        base_lower = lower
+                    elif base_lower is None or not np.allclose(lower, base_lower):
+                        ax.plot(part["x"], lower, "k--", lw=0.8, label=label)
+                        ax.plot(part["x"], upper, "k--", lw=0.8)
+                if observed is not None and {"iteration", "x", "y"} <= set(observed.columns):
+                    xs = observed["x"].map(_first_coordinate)
+                    seen, queried = observed["iteration"] < it, observed["iteration"] == it
+                    ax.plot(xs[seen], observed["y"][seen], "ko", ms=3, label="observed")
+                    ax.plot(xs[queried], observed["y"][queried], "rx", ms=6, label="next query")
+                ax.set_title(f"{_label(ctx, method)}, iteration {it}", fontsize=8)
+        axes[0][-1].legend(fontsize=6, loc="best")
         out.append(_render(spec, ctx, fig, dataset, setting, "Interval snapshots"))
     return out or [
         Skipped(
             spec.get("title", spec["id"]),
-            f"no per-run {filename} (columns iteration, x, mean, lower, upper[, f]) written by the runs",
+            f"no per-run {filename} (columns iteration, x, mean and lower/upper or lower_base/upper_base)",
         )
     ]
 

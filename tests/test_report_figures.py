@@ -1,0 +1,108 @@
+"""Figure builders that read more than the summary: sensitivity x values (config, logged metric or the
+method registry), series grouping, and the BO interval snapshots with base and recalibrated intervals."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.test_report_tree import write_run, write_summary
+from uqcal.api import resolve_params
+from uqcal.io import write_parquet
+from uqcal.report import figures
+from uqcal.report.figures import FigureContext, Rendered, Skipped
+
+
+def _context(tmp_path, family, summary, config=None):
+    return FigureContext(family, config or {"families": {family: {}}}, summary, tmp_path / "results",
+                         tmp_path / "out", {})
+
+
+def _summary(rows):
+    return pd.DataFrame(rows, columns=["dataset", "setting", "method", "metric", "mean", "std", "n"])
+
+
+def test_param_value_sources(tmp_path):
+    summary = _summary([("ozone", "ns20", "metacal_t5", "n_train_tasks", 5.0, 0.0, 3)])
+    config = {"families": {"metareg": {"settings": {"ns20": {"n_support": 20}}, "methods": {}}}}
+    ctx = _context(tmp_path, "metareg", summary, config)
+    # the setting's config entry
+    assert figures._param_value(ctx, "ozone", "ns20", "metacal", "n_support") == 20
+    # a metric the run logged (the number of tasks it actually used)
+    assert figures._param_value(ctx, "ozone", "ns20", "metacal_t5", "n_train_tasks") == 5.0
+    # registry overrides (Fig. 6's lambda grid) and class defaults, as the training job resolves them
+    assert figures._param_value(ctx, "ozone", "ns20", "metacal_l01", "lam") == pytest.approx(0.1)
+    assert figures._param_value(ctx, "ozone", "ns20", "metacal", "lam") == resolve_params("metareg", "metacal", {})["lam"]
+    # a method the registry does not know falls back to its config entry, else None
+    assert figures._param_value(ctx, "ozone", "ns20", "not_a_method", "lam") is None
+
+
+def test_sensitivity_groups_variants_into_lines(tmp_path):
+    rows = []
+    for method, te in (("metacal", 0.30), ("metacal_l001", 0.50), ("metacal_l10", 0.40)):
+        rows.append(("ozone", "ns20", method, "te", te, 0.01, 3))
+    rows.append(("exam", "ns20", "metacal", "te", 0.2, 0.01, 3))  # one value only: no line
+    rows.append(("ozone", "ns20", "mdkl", "te", 0.9, 0.01, 3))  # not in any series
+    ctx = _context(tmp_path, "metareg", _summary(rows))
+    spec = {"id": "lam", "type": "sensitivity", "param": "lam", "metric": "te",
+            "series": {"MetaCal": ["metacal", "metacal_l*"]}}
+    captured = {}
+    real_errorbar = matplotlib.axes.Axes.errorbar
+
+    def spy(self, x, y, *args, **kwargs):
+        captured[kwargs["label"]] = (list(x), list(y))
+        return real_errorbar(self, x, y, *args, **kwargs)
+
+    matplotlib.axes.Axes.errorbar = spy
+    try:
+        (result,) = figures.build_sensitivity(spec, ctx)
+    finally:
+        matplotlib.axes.Axes.errorbar = real_errorbar
+    assert isinstance(result, Rendered) and result.files["png"].stat().st_size > 0
+    assert captured == {"MetaCal · ozone · ns20": ([0.01, 0.5, 1.0], [0.50, 0.30, 0.40])}
+
+    spec["series"] = {"MetaCal": ["metacal"]}  # one lambda per row -> nothing to draw, and the page says why
+    (skipped,) = figures.build_sensitivity(spec, ctx)
+    assert isinstance(skipped, Skipped) and "≥ 2 values of 'lam'" in skipped.reason
+
+
+def test_interval_snapshots_base_and_recalibrated(tmp_path):
+    grid = np.linspace(0.0, 1.0, 11)
+    observed = pd.DataFrame({"iteration": [0, 0, 1, 2], "x": ["[0.1]", "[0.5]", "[0.9]", "[0.3]"],
+                             "y": [1.0, 0.0, 2.0, -1.0], "best_so_far": [1.0, 0.0, 0.0, -1.0]})
+    for method, widen in (("uncalibrated", 1.0), ("calibrated", 2.0)):
+        snaps = []
+        for it in (1, 2):
+            snaps.append(pd.DataFrame({
+                "iteration": it, "x": grid, "f": grid ** 2, "mean": grid, "std_base": 0.1,
+                "lower_base": grid - 0.2, "upper_base": grid + 0.2,
+                "lower_recal": grid - 0.2 * widen, "upper_recal": grid + 0.2 * widen}))
+        run = write_run(tmp_path / "results", "bo", "forrester", "forrester-ucb", method, 0,
+                        {"final_best": -1.0}, observed)
+        write_parquet(run / "snapshots.parquet", pd.concat(snaps, ignore_index=True))
+    summary = write_summary(tmp_path / "results", "bo")
+    ctx = _context(tmp_path, "bo", summary)
+    spec = {"id": "snap", "type": "interval_snapshots", "methods": ["uncalibrated", "calibrated"],
+            "iterations": [1, 2, 7]}
+    drawn = []
+    real_plot = matplotlib.axes.Axes.plot
+
+    def spy(self, *args, **kwargs):
+        drawn.append(kwargs.get("label"))
+        return real_plot(self, *args, **kwargs)
+
+    matplotlib.axes.Axes.plot = spy
+    try:
+        (result,) = figures.build_interval_snapshots(spec, ctx)
+    finally:
+        matplotlib.axes.Axes.plot = real_plot
+    assert isinstance(result, Rendered) and result.files["svg"].stat().st_size > 0
+    labels = drawn
+    # the recalibrated interval is drawn only where it differs from the GP's (calibrated, 2 iterations)
+    assert labels.count("recalibrated 95 %") == 2
+    # iteration 2's panels: the query of iteration 2 is the cross; points of iterations 0-1 were seen
+    assert labels.count("next query") == 4 and labels.count("observed") == 4
