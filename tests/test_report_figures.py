@@ -106,3 +106,38 @@ def test_interval_snapshots_base_and_recalibrated(tmp_path):
     assert labels.count("recalibrated 95 %") == 2
     # iteration 2's panels: the query of iteration 2 is the cross; points of iterations 0-1 were seen
     assert labels.count("next query") == 4 and labels.count("observed") == 4
+
+
+def test_calibration_map_draws_each_seeds_stored_map(tmp_path):
+    from uqcal.io import torch_save
+
+    knots = np.linspace(0.0, 1.0, 5)
+    maps = {0: knots**2, 1: np.sqrt(knots)}
+    for seed, values in maps.items():
+        run = write_run(tmp_path / "results", "qr", "concrete", "cv5", "dvi_iso", seed, {"ce": 1.0})
+        torch_save(run / "model.pt", {"knots_u": knots, "knots_r": values, "base_run": "x"})
+    write_run(tmp_path / "results", "qr", "concrete", "cv5", "dvi", 0, {"ce": 2.0})  # no model.pt: skipped
+    ctx = _context(tmp_path, "qr", write_summary(tmp_path / "results", "qr"))
+    spec = {"id": "iso", "type": "calibration_map", "x": "knots_u", "y": "knots_r"}
+    drawn = []
+    real_plot = matplotlib.axes.Axes.plot
+
+    def spy(self, x, y, *args, **kwargs):
+        drawn.append((np.asarray(x, float), np.asarray(y, float)))
+        return real_plot(self, x, y, *args, **kwargs)
+
+    matplotlib.axes.Axes.plot = spy
+    try:
+        (result,) = figures.build_calibration_map(spec, ctx)
+    finally:
+        matplotlib.axes.Axes.plot = real_plot
+    assert isinstance(result, Rendered)
+    # seed 0's map, seed 1's map, then the identity
+    assert len(drawn) == 3
+    for (x, y), expected in zip(drawn[:2], (maps[0], maps[1]), strict=True):
+        np.testing.assert_allclose(x, knots)
+        np.testing.assert_allclose(y, expected)
+    np.testing.assert_allclose(drawn[2][1], [0, 1])
+    spec["x"] = "missing_key"
+    (skipped,) = figures.build_calibration_map(spec, ctx)
+    assert isinstance(skipped, Skipped)

@@ -139,6 +139,45 @@ def build_pit_calibration(spec: dict, ctx: FigureContext) -> list:
     return out or [Skipped(spec.get("title", spec["id"]), "no predictions.parquet with pit or mean/std columns")]
 
 
+def _load_model_state(run_dir: Path):
+    import torch  # model.pt holds numpy arrays next to tensors: our own trusted artifact
+
+    return torch.load(run_dir / "model.pt", map_location="cpu", weights_only=False)
+
+
+def build_calibration_map(spec: dict, ctx: FigureContext) -> list:
+    """Learned recalibration maps R: [0, 1] -> [0, 1] (isotonic R of QR Sec. 3 / Kuleshov et al., BO's
+    Algorithm 3 at the last step), read from each run's model.pt keys ``x``/``y``; one line per seed."""
+    x_key, y_key = spec["x"], spec["y"]
+    out = []
+    for dataset, setting in _keys(ctx, spec):
+        fig, ax = plt.subplots(figsize=(3.8, 3.6))
+        drawn = 0
+        for method in _methods(ctx, spec, dataset, setting):
+            color = f"C{drawn % 10}"
+            seeds = sorted((Path(ctx.results_dir) / ctx.family / dataset / setting / method).glob("seed*"))
+            labelled = False
+            for run in seeds:
+                if not (run / "model.pt").exists():
+                    continue
+                state = _load_model_state(run)
+                if x_key not in state or y_key not in state:
+                    continue
+                ax.plot(np.asarray(state[x_key]), np.asarray(state[y_key]), color=color, lw=0.8, alpha=0.6,
+                        label=None if labelled else _label(ctx, method))
+                labelled = True
+            drawn += int(labelled)
+        if not drawn:
+            plt.close(fig)
+            continue
+        ax.plot([0, 1], [0, 1], "k--", lw=0.8, label="identity")
+        ax.set(xlabel=spec.get("xlabel", "predicted CDF level p"), ylabel=spec.get("ylabel", "R(p)"),
+               xlim=(0, 1), ylim=(0, 1), title=f"{dataset} / {setting}")
+        ax.legend(fontsize=7)
+        out.append(_render(spec, ctx, fig, dataset, setting, "Calibration map"))
+    return out or [Skipped(spec.get("title", spec["id"]), f"no model.pt with keys {x_key}, {y_key}")]
+
+
 def build_reliability(spec: dict, ctx: FigureContext) -> list:
     """Classification reliability diagram: accuracy vs confidence in equal-width bins (15 by default)."""
     out = []
@@ -526,6 +565,7 @@ BUILDERS: dict[str, Callable] = {
     "bar": build_bar,
     "metric_scatter": build_metric_scatter,
     "interval_snapshots": build_interval_snapshots,
+    "calibration_map": build_calibration_map,
 }
 
 
