@@ -421,3 +421,15 @@ def test_paper_registry_entry_materialises(name, server, tmp_path, monkeypatch):
     else:
         assert table.X.shape[0] == rows and np.isfinite(table.X).all() and np.isfinite(table.y).all()
         assert spec["target"] not in table.feature_names and table.X.shape[1] >= 2
+
+
+def test_source_key_checks_name_dataset_source_and_key():
+    from uqcal.data.errors import check_source_keys
+
+    check_source_keys({"type": "csv", "path": "a.csv"}, {"path", "format"}, "csv", name="mine", required=("path",))
+    with pytest.raises(DataSourceError, match=r"dataset 'mine': csv source: unknown key\(s\) \['pth'\]"):
+        check_source_keys({"type": "csv", "pth": "a.csv"}, {"path"}, "csv", name="mine")
+    with pytest.raises(DataSourceError, match=r"dataset 'mine': url source needs `url:`"):
+        check_source_keys({"type": "url", "url": ""}, {"url"}, "url", name="mine", required=("url",))
+    with pytest.raises(DataSourceError, match=r"^hpo source: unknown key\(s\) \['modle'\]; allowed: \['data', 'model'\]"):
+        check_source_keys({"type": "hpo", "modle": "lda"}, {"model", "data"}, "hpo")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from uqcal.data import readers
-from uqcal.data.errors import DataSourceError
+from uqcal.data.errors import DataSourceError, check_source_keys
 from uqcal.data.sources.url import sha256_of
 
 SPEC_KEYS = {"type", "path", "format", "read", "member"}
@@ -25,12 +25,7 @@ SUFFIX_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arff": "arff", ".xl
 
 
 def load(spec: dict, *, name: str, cache_dir: Path, seed: int = 0) -> tuple[pd.DataFrame, dict]:
-    unknown = set(spec) - SPEC_KEYS
-    if unknown:
-        raise DataSourceError(f"dataset {name!r}: csv source: unknown key(s) {sorted(unknown)}; "
-                              f"allowed: {sorted(SPEC_KEYS)}")
-    if not spec.get("path"):
-        raise DataSourceError(f"dataset {name!r}: csv source needs `path:`")
+    check_source_keys(spec, SPEC_KEYS, "csv", name=name, required=("path",))
     path = Path(spec["path"])
     if not path.is_file():
         raise DataSourceError(f"dataset {name!r}: file {spec['path']} not found (paths are relative to "

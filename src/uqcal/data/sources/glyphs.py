@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import ndimage
 
-from uqcal.data.errors import DataSourceError
+from uqcal.data.errors import DataSourceError, check_source_keys
 
 DEFAULTS = {
     "examples_per_class": 20,
@@ -280,9 +280,7 @@ def distort(masters: list[np.ndarray], font_index: np.ndarray, image_size: int, 
 
 
 def _validate(spec: dict, seed: int) -> dict:
-    unknown = set(spec) - set(DEFAULTS) - {"type"}
-    if unknown:
-        raise DataSourceError(f"glyphs source: unknown key(s) {sorted(unknown)}; allowed: {sorted(DEFAULTS)}")
+    check_source_keys(spec, DEFAULTS, "glyphs")
     params = {**DEFAULTS, **{k: v for k, v in spec.items() if k != "type"}}
     if params["seed"] is None:
         params["seed"] = seed

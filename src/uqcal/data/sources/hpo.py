@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from uqcal.data.errors import check_source_keys
 from uqcal.objectives import Dimension, Objective, describe
 
 CACHE_VERSION = 1
@@ -194,9 +195,7 @@ def _train_and_score(model, config, X_train, X_test, y_train, y_test, classifica
 
 
 def _validate(spec: dict) -> tuple[str, str]:
-    unknown = set(spec) - {"type", "model", "data"}
-    if unknown:
-        raise ValueError(f"hpo source: unknown key(s) {sorted(unknown)}; accepted: model, data")
+    check_source_keys(spec, {"model", "data"}, "hpo")
     model, data = spec.get("model"), spec.get("data")
     if model not in MODELS:
         raise ValueError(f"hpo source: model {model!r} not in {MODELS}")

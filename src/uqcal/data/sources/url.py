@@ -38,7 +38,7 @@ import pandas as pd
 
 from uqcal import io as uio
 from uqcal.data import readers
-from uqcal.data.errors import DataSourceError
+from uqcal.data.errors import DataSourceError, check_source_keys
 
 log = logging.getLogger(__name__)
 
@@ -168,12 +168,7 @@ def _manual_instructions(name: str, url: str, path: Path, sha256: str | None) ->
 
 
 def _validate(spec: dict, name: str) -> dict:
-    unknown = set(spec) - SPEC_KEYS
-    if unknown:
-        raise DataSourceError(f"dataset {name!r}: url source: unknown key(s) {sorted(unknown)}; "
-                              f"allowed: {sorted(SPEC_KEYS)}")
-    if not spec.get("url"):
-        raise DataSourceError(f"dataset {name!r}: url source needs `url:`")
+    check_source_keys(spec, SPEC_KEYS, "url", name=name, required=("url",))
     params = {"filename": None, "sha256": None, "format": "csv", "read": {}, "member": None,
               "labels_member": None, "options": {}, "retries": 3, "backoff": 1.0, "timeout": 60, **spec}
     if params.get("reader"):
