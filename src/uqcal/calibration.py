@@ -10,27 +10,34 @@ from __future__ import annotations
 import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
+LEVELS = ("i/n", "i/(n+1)")
 
-def empirical_cdf_pairs(pit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted PIT values p_(i) and their empirical CDF levels i/n (Kuleshov et al. 2018, Alg. 1)."""
+
+def empirical_cdf_pairs(pit: np.ndarray, levels: str = "i/n") -> tuple[np.ndarray, np.ndarray]:
+    """Sorted PIT values p_(i) and their empirical CDF levels: i/n (Kuleshov et al. 2018, Alg. 1), or
+    i/(n+1), which keeps the largest PIT below 1 (the QR paper's Sec. 3 endpoint fix)."""
+    if levels not in LEVELS:
+        raise ValueError(f"levels {levels!r} not in {LEVELS}")
     pit = np.asarray(pit, dtype=float).ravel()
     if pit.size and (np.any(~np.isfinite(pit)) or pit.min() < 0 or pit.max() > 1):
         raise ValueError("pit values must be finite and in [0, 1]")
     p_sorted = np.sort(pit)
-    levels = np.arange(1, pit.size + 1) / pit.size
-    return p_sorted, levels
+    denominator = pit.size + (levels == "i/(n+1)")
+    return p_sorted, np.arange(1, pit.size + 1) / denominator
 
 
 class IsotonicRecalibrator:
     """Isotonic regression of empirical CDF levels on predicted levels.
 
     ``add_endpoints`` pins (0, 0) and (1, 1) so that R maps [0,1] onto [0,1] (the fix for the truncation the
-    QR paper discusses in App. B.2). ``min_points``: below it R is the identity.
+    QR paper discusses in App. B.2). ``min_points``: below it R is the identity. ``levels``: the empirical
+    CDF levels of the sorted PIT values (``empirical_cdf_pairs``).
     """
 
-    def __init__(self, add_endpoints: bool = True, min_points: int = 3):
+    def __init__(self, add_endpoints: bool = True, min_points: int = 3, levels: str = "i/n"):
         self.add_endpoints = add_endpoints
         self.min_points = min_points
+        self.levels = levels
         self._iso: IsotonicRegression | None = None
 
     @property
@@ -38,7 +45,7 @@ class IsotonicRecalibrator:
         return self._iso is None
 
     def fit(self, pit: np.ndarray) -> IsotonicRecalibrator:
-        p_sorted, levels = empirical_cdf_pairs(pit)
+        p_sorted, levels = empirical_cdf_pairs(pit, self.levels)
         if p_sorted.size < self.min_points:
             self._iso = None
             return self

@@ -25,27 +25,18 @@ def isotonic_knots(pit: np.ndarray, endpoint_fix: bool = False) -> tuple[np.ndar
     Recalibration data: (0, 0) and (c_(i), i/m) (App. B.1: C = [0, c(1), ..., c(m)], so below c_(1) the
     density is f / (m c_(1)), Eq. 10) — or, with ``endpoint_fix``, (c_(i), i/(m+1)) plus (1, 1) (Sec. 3),
     so the support is not truncated. The fit is scikit-learn's IsotonicRegression (PAVA, Eq. 2), through
-    ``uqcal.calibration.IsotonicRecalibrator`` for the paper's construction.
+    ``uqcal.calibration.IsotonicRecalibrator``.
     """
     pit = np.asarray(pit, dtype=float).ravel()
     if pit.size < 2 or not np.all(np.isfinite(pit)) or pit.min() < 0 or pit.max() > 1:
         raise ValueError(f"recalibration PITs must be >= 2 finite values in [0, 1], got {pit.size} values")
-    if not endpoint_fix:
-        from uqcal.calibration import IsotonicRecalibrator
+    from uqcal.calibration import IsotonicRecalibrator
 
-        # Pins (0, 0) and (1, 1); with levels i/m the map already reaches 1 at c_(m), so (1, 1) changes
-        # nothing and the support stays truncated at F^-1(c_(m)) exactly as in the paper (App. B.2).
-        u, r = IsotonicRecalibrator(add_endpoints=True, min_points=2).fit(pit).knots
-    else:
-        from sklearn.isotonic import IsotonicRegression
-
-        c = np.sort(pit)
-        m = c.size
-        u = np.concatenate([[0.0], c, [1.0]])
-        levels = np.concatenate([[0.0], np.arange(1, m + 1) / (m + 1), [1.0]])
-        isotonic = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip")
-        isotonic.fit(u, levels)
-        u, r = isotonic.X_thresholds_, isotonic.y_thresholds_
+    # Pins (0, 0) and (1, 1). With levels i/m the map already reaches 1 at c_(m), so (1, 1) changes nothing
+    # and the support stays truncated at F^-1(c_(m)) exactly as in the paper (App. B.2); levels i/(m+1)
+    # leave room for the (1, 1) knot (the fix).
+    levels = "i/(n+1)" if endpoint_fix else "i/n"
+    u, r = IsotonicRecalibrator(add_endpoints=True, min_points=2, levels=levels).fit(pit).knots
     u, r = np.asarray(u, float), np.asarray(r, float)
     if u[0] > 0.0:  # sklearn may merge (0, 0) into a tie; App. B.1 needs the knot at 0
         u, r = np.concatenate([[0.0], u]), np.concatenate([[0.0], r])
