@@ -141,3 +141,59 @@ def test_calibration_map_draws_each_seeds_stored_map(tmp_path):
     spec["x"] = "missing_key"
     (skipped,) = figures.build_calibration_map(spec, ctx)
     assert isinstance(skipped, Skipped)
+
+
+def _spy_on(method_name, sink):
+    real = getattr(matplotlib.axes.Axes, method_name)
+
+    def spy(self, x, y, *args, **kwargs):
+        sink.append((kwargs.get("label"), np.asarray(x, float), np.asarray(y, float)))
+        return real(self, x, y, *args, **kwargs)
+
+    setattr(matplotlib.axes.Axes, method_name, spy)
+    return lambda: setattr(matplotlib.axes.Axes, method_name, real)
+
+
+def test_paired_improvement_is_mean_difference_over_paired_seeds(tmp_path):
+    best = {("calibrated", 0): [3.0, 2.0, 1.0], ("uncalibrated", 0): [3.0, 3.0, 2.0],
+            ("calibrated", 1): [5.0, 5.0, 4.0], ("uncalibrated", 1): [5.0, 4.0, 4.0]}
+    for (method, seed), values in best.items():
+        frame = pd.DataFrame({"iteration": [0, 1, 2], "best_so_far": values})
+        write_run(tmp_path / "results", "bo", "forrester", "forrester-ucb", method, seed, {"final_best": values[-1]}, frame)
+    ctx = _context(tmp_path, "bo", write_summary(tmp_path / "results", "bo"))
+    spec = {"id": "imp", "type": "paired_improvement", "x": "iteration", "y": "best_so_far",
+            "a": "calibrated", "b": "uncalibrated"}
+    drawn = []
+    restore = _spy_on("plot", drawn)
+    try:
+        (result,) = figures.build_paired_improvement(spec, ctx)
+    finally:
+        restore()
+    assert isinstance(result, Rendered)
+    _, x, y = drawn[0]
+    # seed 0: (0, 1, 1); seed 1: (0, -1, 0) -> mean (0, 0, 0.5)
+    np.testing.assert_allclose(x, [0, 1, 2])
+    np.testing.assert_allclose(y, [0.0, 0.0, 0.5])
+
+
+def test_running_calibration_matches_prefix_scores(tmp_path):
+    from uqcal.metrics import calibration_score
+
+    rng = np.random.default_rng(0)
+    pits = {seed: rng.uniform(size=8) for seed in (0, 1)}
+    for seed, pit in pits.items():
+        frame = pd.DataFrame({"iteration": np.arange(8), "pred_pit_base": pit})
+        write_run(tmp_path / "results", "bo", "sixhump", "sixhump-ei", "uncalibrated", seed, {"final_best": 0.0}, frame)
+    ctx = _context(tmp_path, "bo", write_summary(tmp_path / "results", "bo"))
+    spec = {"id": "cal", "type": "running_calibration", "columns": {"pred_pit_base": ""}, "min_points": 3}
+    drawn = []
+    restore = _spy_on("plot", drawn)
+    try:
+        (result,) = figures.build_running_calibration(spec, ctx)
+    finally:
+        restore()
+    assert isinstance(result, Rendered)
+    _, x, y = drawn[0]
+    expected = [np.mean([calibration_score(pits[s][: t + 1]) for s in (0, 1)]) for t in range(2, 8)]
+    np.testing.assert_allclose(x, np.arange(2, 8))
+    np.testing.assert_allclose(y, expected)

@@ -254,6 +254,82 @@ def build_curve(spec: dict, ctx: FigureContext) -> list:
     return out or [Skipped(spec.get("title", spec["id"]), f"no per-run {filename} with columns {x_col}, {y_col}")]
 
 
+def _per_seed_curve(frame: pd.DataFrame, x_col: str, y_col: str) -> pd.DataFrame:
+    """seeds x iterations table of a per-run curve (the last row wins where several share an x)."""
+    return frame.groupby(["seed", x_col], sort=True)[y_col].last().unstack(x_col)
+
+
+def _band(ax, table: pd.DataFrame, label: str, color=None):
+    mean, sem = table.mean(axis=0), table.sem(axis=0).fillna(0.0)
+    (line,) = ax.plot(mean.index, mean.values, label=label, color=color)
+    ax.fill_between(mean.index, mean - sem, mean + sem, alpha=0.2, color=line.get_color())
+
+
+def build_paired_improvement(spec: dict, ctx: FigureContext) -> list:
+    """Per-repeat improvement of method ``a`` over ``b`` on a per-iteration curve (``b − a`` for a
+    minimised ``y``, e.g. best-so-far), mean ± s.e. over the paired seeds (D&K Fig. 4, top)."""
+    x_col, y_col, a, b = spec["x"], spec["y"], spec["a"], spec["b"]
+    out = []
+    for dataset, setting in _keys(ctx, spec):
+        curves = {}
+        for method in (a, b):
+            frame = load_predictions(ctx.results_dir, ctx.family, dataset, setting, method)
+            if frame is not None and {x_col, y_col} <= set(frame.columns):
+                curves[method] = _per_seed_curve(frame, x_col, y_col)
+        if len(curves) < 2:
+            continue
+        paired = curves[b].sub(curves[a]).dropna(how="all")  # aligned on seed and iteration
+        if paired.empty:
+            continue
+        fig, ax = plt.subplots(figsize=(4.8, 3.2))
+        _band(ax, paired, f"{_label(ctx, b)} − {_label(ctx, a)}", color="tab:red")
+        ax.axhline(0.0, color="k", lw=0.8)
+        ax.set(xlabel=spec.get("xlabel", x_col), ylabel=spec.get("ylabel", f"improvement in {y_col}"),
+               title=f"{dataset} / {setting} ({len(paired)} paired repeats)")
+        ax.legend(fontsize=7)
+        out.append(_render(spec, ctx, fig, dataset, setting, "Paired improvement"))
+    return out or [Skipped(spec.get("title", spec["id"]), f"needs paired runs of {a} and {b} with {x_col}, {y_col}")]
+
+
+def build_running_calibration(spec: dict, ctx: FigureContext) -> list:
+    """Calibration score (Kuleshov et al. 2018) of the one-step-ahead PIT values seen up to each
+    iteration, mean ± s.e. over seeds (D&K Figs. 2-3, top). ``columns``: {PIT column: legend suffix}."""
+    from uqcal.metrics import calibration_score
+
+    x_col, min_points = spec.get("x", "iteration"), int(spec.get("min_points", 3))
+    columns = spec.get("columns") or {"pit": ""}
+    out = []
+    for dataset, setting in _keys(ctx, spec):
+        fig, ax = plt.subplots(figsize=(4.8, 3.2))
+        drawn = 0
+        for method in _methods(ctx, spec, dataset, setting):
+            frame = load_predictions(ctx.results_dir, ctx.family, dataset, setting, method)
+            if frame is None or x_col not in frame:
+                continue
+            for column, suffix in columns.items():
+                if column not in frame or not frame[column].notna().any():
+                    continue
+                rows = {}
+                for seed, run in frame.sort_values(x_col).groupby("seed"):
+                    run = run[run[column].notna()]
+                    pits, steps = run[column].to_numpy(float), run[x_col].to_numpy()
+                    rows[seed] = {
+                        steps[t]: calibration_score(pits[: t + 1]) for t in range(min_points - 1, len(pits))
+                    }
+                table = pd.DataFrame.from_dict(rows, orient="index").sort_index(axis=1)
+                if not table.empty:
+                    _band(ax, table, _label(ctx, method) + suffix)
+                    drawn += 1
+        if not drawn:
+            plt.close(fig)
+            continue
+        ax.set(xlabel=spec.get("xlabel", x_col), ylabel=spec.get("ylabel", "calibration score"),
+               title=f"{dataset} / {setting}")
+        ax.legend(fontsize=7)
+        out.append(_render(spec, ctx, fig, dataset, setting, "Calibration score by step"))
+    return out or [Skipped(spec.get("title", spec["id"]), f"no predictions with {x_col} and PIT columns {list(columns)}")]
+
+
 def build_error_vs_std(spec: dict, ctx: FigureContext) -> list:
     """Absolute error |y − mean| against predicted std, one panel per method (RIO Fig. 3-style)."""
     out = []
@@ -566,6 +642,8 @@ BUILDERS: dict[str, Callable] = {
     "metric_scatter": build_metric_scatter,
     "interval_snapshots": build_interval_snapshots,
     "calibration_map": build_calibration_map,
+    "paired_improvement": build_paired_improvement,
+    "running_calibration": build_running_calibration,
 }
 
 
