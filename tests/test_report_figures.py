@@ -197,3 +197,15 @@ def test_running_calibration_matches_prefix_scores(tmp_path):
     expected = [np.mean([calibration_score(pits[s][: t + 1]) for s in (0, 1)]) for t in range(2, 8)]
     np.testing.assert_allclose(x, np.arange(2, 8))
     np.testing.assert_allclose(y, expected)
+
+
+def test_function_figure_saves_what_the_library_draws(tmp_path):
+    ctx = _context(tmp_path, "qr", _summary([]))
+    spec = {"id": "toy", "type": "function", "function": "uqcal.methods.qr.toy:draw_isotonic_toy",
+            "kwargs": {"seed": 1}, "title": "Toy"}
+    (result,) = figures.build_function(spec, ctx)
+    assert isinstance(result, Rendered) and result.title == "Toy"
+    assert {p.suffix for p in result.files.values()} == {".svg", ".png"}
+    assert all(p.stat().st_size > 1000 for p in result.files.values())
+    with pytest.raises(AttributeError):
+        figures.build_function({**spec, "function": "uqcal.methods.qr.toy:no_such_drawing"}, ctx)

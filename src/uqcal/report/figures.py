@@ -330,6 +330,19 @@ def build_running_calibration(spec: dict, ctx: FigureContext) -> list:
     return out or [Skipped(spec.get("title", spec["id"]), f"no predictions with {x_col} and PIT columns {list(columns)}")]
 
 
+def build_function(spec: dict, ctx: FigureContext) -> list:
+    """A figure drawn by library code that needs no run artifacts (e.g. QR's Sec. 3 isotonic toy):
+    ``function: "module:callable"`` returns a matplotlib figure, or (figure, anything); ``kwargs`` are
+    passed to it."""
+    import importlib
+
+    module_name, _, name = spec["function"].partition(":")
+    drawn = getattr(importlib.import_module(module_name), name)(**(spec.get("kwargs") or {}))
+    fig = drawn[0] if isinstance(drawn, tuple) else drawn
+    stem = figure_stem(spec["id"])
+    return [Rendered(spec.get("title", spec["id"]), spec.get("caption", ""), stem, save_figure(fig, ctx.out_dir, stem))]
+
+
 def build_error_vs_std(spec: dict, ctx: FigureContext) -> list:
     """Absolute error |y − mean| against predicted std, one panel per method (RIO Fig. 3-style)."""
     out = []
@@ -642,6 +655,7 @@ BUILDERS: dict[str, Callable] = {
     "metric_scatter": build_metric_scatter,
     "interval_snapshots": build_interval_snapshots,
     "calibration_map": build_calibration_map,
+    "function": build_function,
     "paired_improvement": build_paired_improvement,
     "running_calibration": build_running_calibration,
 }

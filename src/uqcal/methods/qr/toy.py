@@ -5,8 +5,8 @@ x ~ U[-4, 4], eps ~ N(0, 1); the isotonic map is fitted on a calibration set of 
 test forecast, the recalibrated density is spiky (Claim 1), its mean moves to mu - delta * sigma (Claim 3)
 and its support ends at F^-1(c_(m)) (App. B.2); the (1, 1) endpoint fix removes the truncation.
 
-``isotonic_toy(seed)`` returns the numbers the figure plots; ``isotonic_toy_figure(out_path)`` draws it
-(the report calls it; ``python -m uqcal.methods.qr.toy out.png`` does the same from the shell).
+``isotonic_toy(seed)`` returns the numbers the figure plots; ``draw_isotonic_toy(seed)`` draws it (the qr
+report's ``function`` figure calls it); ``python -m uqcal.methods.qr.toy out.png`` writes it from the shell.
 """
 
 from __future__ import annotations
@@ -55,14 +55,10 @@ def isotonic_toy(seed: int = 0, n_train: int = 256, n_calibration: int = 32, x_t
     }
 
 
-def isotonic_toy_figure(out_path: str | Path, seed: int = 0) -> dict:
-    """Fig. 2 of the paper: training data, isotonic map, base vs recalibrated PDF (+ the (1,1) fix)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+def draw_isotonic_toy(seed: int = 0):
+    """Fig. 2 of the paper: training data, isotonic map, base vs recalibrated PDF (+ the (1,1) fix).
+    Returns (matplotlib figure, the toy's numbers)."""
     import matplotlib.pyplot as plt
-
-    from uqcal.io import atomic_path
 
     toy = isotonic_toy(seed)
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.6))
@@ -90,6 +86,19 @@ def isotonic_toy_figure(out_path: str | Path, seed: int = 0) -> dict:
     ax.set(title="(d) PDF after isotonic calibration", xlabel="y")
     ax.legend(fontsize=7)
     fig.tight_layout()
+    return fig, toy
+
+
+def isotonic_toy_figure(out_path: str | Path, seed: int = 0) -> dict:
+    """Draw the toy into ``out_path`` (format from its suffix); returns the toy's numbers."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from uqcal.io import atomic_path
+
+    fig, toy = draw_isotonic_toy(seed)
     out_path = Path(out_path)
     with atomic_path(out_path) as tmp:
         fig.savefig(tmp, format=out_path.suffix.lstrip(".") or "png", dpi=120)
