@@ -209,3 +209,25 @@ def test_function_figure_saves_what_the_library_draws(tmp_path):
     assert all(p.stat().st_size > 1000 for p in result.files.values())
     with pytest.raises(AttributeError):
         figures.build_function({**spec, "function": "uqcal.methods.qr.toy:no_such_drawing"}, ctx)
+
+
+def test_pit_calibration_draws_the_uncalibrated_pits_too(tmp_path):
+    pit = np.array([0.1, 0.2, 0.6, 0.9])
+    pit_uncal = np.array([0.05, 0.5, 0.55, 0.99])
+    frame = pd.DataFrame({"pit": pit, "pit_uncal": pit_uncal})
+    write_run(tmp_path / "results", "metareg", "ozone", "ns20", "metacal", 0, {"te": 0.1}, frame)
+    write_run(tmp_path / "results", "metareg", "ozone", "ns20", "mdkl", 0, {"te": 0.1}, frame[["pit"]])
+    ctx = _context(tmp_path, "metareg", write_summary(tmp_path / "results", "metareg"))
+    spec = {"id": "cal", "type": "pit_calibration", "also": {"pit_uncal": " before r"}}
+    drawn = []
+    restore = _spy_on("plot", drawn)
+    try:
+        (result,) = figures.build_pit_calibration(spec, ctx)
+    finally:
+        restore()
+    assert isinstance(result, Rendered)
+    curves = {label: y for label, _, y in drawn}
+    levels = np.linspace(0, 1, 21)
+    np.testing.assert_allclose(curves["metacal before r"], [(pit_uncal <= p).mean() for p in levels])
+    np.testing.assert_allclose(curves["metacal"], [(pit <= p).mean() for p in levels])
+    assert "mdkl before r" not in curves  # mdkl has no uncalibrated column

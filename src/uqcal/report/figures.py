@@ -123,7 +123,14 @@ def build_pit_calibration(spec: dict, ctx: FigureContext) -> list:
             if pit is None or len(pit) == 0:
                 continue
             observed = [(pit <= p).mean() for p in levels]
-            ax.plot(levels, observed, marker="o", ms=2.5, label=_label(ctx, method))
+            (line,) = ax.plot(levels, observed, marker="o", ms=2.5, label=_label(ctx, method))
+            # ``also: {column: legend suffix}``: the same method's other PIT values, e.g. metacal's before
+            # its calibration map (Iwata & Kumagai Fig. 3: uncalibrated vs calibrated CDF)
+            for column, suffix in (spec.get("also") or {}).items():
+                other = frame[column].dropna().to_numpy(float) if column in frame else np.array([])
+                if len(other):
+                    ax.plot(levels, [(other <= p).mean() for p in levels], ls=":", color=line.get_color(),
+                            label=_label(ctx, method) + suffix)
             drawn += 1
         if not drawn:
             plt.close(fig)
