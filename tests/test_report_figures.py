@@ -231,3 +231,23 @@ def test_pit_calibration_draws_the_uncalibrated_pits_too(tmp_path):
     np.testing.assert_allclose(curves["metacal before r"], [(pit_uncal <= p).mean() for p in levels])
     np.testing.assert_allclose(curves["metacal"], [(pit <= p).mean() for p in levels])
     assert "mdkl before r" not in curves  # mdkl has no uncalibrated column
+
+
+def test_stats_xy_averages_logged_pairs_over_seeds(tmp_path):
+    from uqcal.io import write_json
+
+    logged = {0: [[0, 2.0], [10, 1.0]], 1: [[0, 4.0], [10, 2.0]]}
+    for seed, curve in logged.items():
+        run = write_run(tmp_path / "results", "fewshot", "glyphs", "5w1s", "md", seed, {"acc": 0.5})
+        write_json(run / "train_stats.json", {"outer_loss_curve": curve})
+    ctx = _context(tmp_path, "fewshot", write_summary(tmp_path / "results", "fewshot"))
+    drawn = []
+    restore = _spy_on("plot", drawn)
+    try:
+        (result,) = figures.build_stats_xy({"id": "outer", "type": "stats_xy", "key": "outer_loss_curve"}, ctx)
+    finally:
+        restore()
+    assert isinstance(result, Rendered)
+    _, x, y = drawn[0]
+    np.testing.assert_allclose(x, [0, 10])
+    np.testing.assert_allclose(y, [3.0, 1.5])

@@ -616,6 +616,36 @@ def load_stats_curves(results_dir: Path, family: str, dataset: str, setting: str
     return out
 
 
+def build_stats_xy(spec: dict, ctx: FigureContext) -> list:
+    """A per-run curve logged in train_stats.json under ``key`` as [[x, y], ...] (e.g. the meta-training
+    loss every few episodes), one panel per method (their objectives differ in scale), mean ± s.e. over
+    seeds."""
+    import json
+
+    out = []
+    for dataset, setting in _keys(ctx, spec):
+        panels = []
+        for method in _methods(ctx, spec, dataset, setting):
+            rows = []
+            root = Path(ctx.results_dir) / ctx.family / dataset / setting / method
+            for path in sorted(root.glob("seed*/train_stats.json")):
+                for x, y in json.loads(path.read_text()).get(spec["key"]) or []:
+                    rows.append({"seed": path.parent.name, "x": float(x), "y": float(y)})
+            if rows:
+                panels.append((method, pd.DataFrame(rows).pivot_table(index="seed", columns="x", values="y")))
+        if not panels:
+            continue
+        fig, axes = plt.subplots(1, len(panels), figsize=(2.9 * len(panels), 2.8), squeeze=False)
+        for ax, (method, table) in zip(axes[0], panels, strict=True):
+            _band(ax, table, _label(ctx, method))
+            ax.set(title=_label(ctx, method), xlabel=spec.get("xlabel", "x"))
+        axes[0][0].set_ylabel(spec.get("ylabel", spec["key"]))
+        fig.suptitle(f"{dataset} / {setting}", fontsize=9)
+        fig.tight_layout()
+        out.append(_render(spec, ctx, fig, dataset, setting, spec["key"]))
+    return out or [Skipped(spec.get("title", spec["id"]), f"no train_stats.json with {spec['key']}")]
+
+
 def build_stats_curves(spec: dict, ctx: FigureContext) -> list:
     """Curves a method logs in train_stats.json (e.g. MD vs GD inner-loop ELBO), mean ± s.e. over curves."""
     out = []
@@ -663,6 +693,7 @@ BUILDERS: dict[str, Callable] = {
     "interval_snapshots": build_interval_snapshots,
     "calibration_map": build_calibration_map,
     "function": build_function,
+    "stats_xy": build_stats_xy,
     "paired_improvement": build_paired_improvement,
     "running_calibration": build_running_calibration,
 }
