@@ -202,3 +202,22 @@ def test_paper_units_rescale_published_values(tmp_path):
     assert cell[("acc", "md")].verdict == "within"
     unscaled = build_table(spec, summary, runs, reference, relations).rows[0].cells
     assert unscaled[("acc", "md")].verdict == "outside"
+
+
+def test_significance_marks_follow_scipy_paired_tests():
+    from scipy import stats
+
+    from uqcal.report.tables import significance_marks
+
+    rng = np.random.default_rng(3)
+    reference = {s: float(v) for s, v in enumerate(rng.normal(size=12))}
+    shifted = {s: v + 1.0 + 0.1 * rng.normal() for s, v in reference.items()}  # clearly different
+    noisy = {s: v + rng.normal() for s, v in reference.items()}
+    a, b = list(noisy.values()), list(reference.values())
+    expected = ("†" if stats.ttest_rel(a, b).pvalue < 0.05 else "") + (
+        "‡" if stats.wilcoxon(a, b).pvalue < 0.05 else ""
+    )
+    assert significance_marks(shifted, reference) == "†‡"
+    assert significance_marks(noisy, reference) == expected
+    assert significance_marks(reference, reference) == ""
+    assert significance_marks({0: 1.0}, {0: 2.0}) == ""  # one shared seed: untestable, no mark

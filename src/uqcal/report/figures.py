@@ -481,6 +481,8 @@ def build_bar(spec: dict, ctx: FigureContext) -> list:
         )
     ax.set_xticks(np.arange(len(methods)) + 0.4 - width / 2, [_label(ctx, m) for m in methods], rotation=30, ha="right")
     ax.set(ylabel=spec.get("ylabel", metric))
+    if spec.get("reference_line") is not None:  # e.g. an interval's nominal coverage
+        ax.axhline(float(spec["reference_line"]), color="k", ls="--", lw=1, label="nominal")
     if spec.get("logy"):
         ax.set_yscale("log")
     ax.legend(fontsize=7)

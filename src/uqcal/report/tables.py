@@ -33,6 +33,16 @@ def paired_pvalue(a: np.ndarray, b: np.ndarray, test: str = "ttest") -> float:
     return 1.0 if math.isnan(p) else float(p)
 
 
+def significance_marks(values: dict[int, float], reference: dict[int, float], alpha: float = 0.05) -> str:
+    """RIO Table 1's marks: † if a paired t-test, ‡ if a Wilcoxon signed-rank test over the shared seeds
+    says the method differs from the reference method at level alpha."""
+    shared = sorted(set(values) & set(reference))
+    if len(shared) < 2:
+        return ""
+    a, b = [values[s] for s in shared], [reference[s] for s in shared]
+    return "".join(symbol for symbol, test in (("†", "ttest"), ("‡", "wilcoxon")) if paired_pvalue(a, b, test) < alpha)
+
+
 def not_worse_than_best(
     per_seed: dict[str, dict[int, float]],
     lower_is_better: bool = True,
@@ -68,6 +78,7 @@ class Cell:
     bold: bool = False
     paper: dict | None = None  # reference record
     verdict: str = ""  # within | outside | no spread | stand-in | ""
+    marks: str = ""  # "†" / "‡": differs from the marks_against method (paired t-test / Wilcoxon, 5 %)
 
 
 @dataclass
@@ -93,6 +104,7 @@ class BuiltTable:
     paper_methods: dict[str, set[str]]  # metric -> methods with any paper value in this table
     not_run: list[str]
     notes: list[str]
+    marks_against: str | None = None
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
@@ -166,6 +178,7 @@ def build_table(
                         group = group.assign(value=(group["value"] - shift).abs())
                     per_seed[method] = dict(zip(group["seed"].astype(int), group["value"].astype(float), strict=False))
             _, marked = not_worse_than_best(per_seed, lower[metric], test, alpha)
+            against = spec.get("marks_against")
             for method in methods:
                 hit = block[(block["metric"] == metric) & (block["method"] == method)]
                 cell = Cell()
@@ -175,6 +188,8 @@ def build_table(
                     cell.std = None if pd.isna(rec["std"]) else float(rec["std"])
                     cell.n = int(rec["n"]) if not pd.isna(rec["n"]) else 0
                     cell.bold = method in marked
+                    if against and method != against and against in per_seed and method in per_seed:
+                        cell.marks = significance_marks(per_seed[method], per_seed[against], alpha)
                 if paper_table is not None and relation.paper is not None:
                     cell.paper = reference.value(paper_table["id"], relation.paper, str(setting), method, metric)
                     factor = paper_units.get(metric)  # e.g. the paper prints % where we store fractions
@@ -221,6 +236,7 @@ def build_table(
         paper_methods=paper_methods,
         not_run=not_run,
         notes=notes,
+        marks_against=spec.get("marks_against"),
     )
 
 
@@ -230,7 +246,7 @@ def _cell_text(cell: Cell) -> str:
     text = fmt(cell.mean)
     if cell.std is not None:
         text += f" ± {fmt(cell.std)}"
-    return text
+    return text + cell.marks
 
 
 def _paper_text(cell: Cell) -> str:
@@ -240,6 +256,12 @@ def _paper_text(cell: Cell) -> str:
     if cell.paper.get("std") is not None:
         text += f" ± {fmt(float(cell.paper['std']))}"
     return f"{text} ({cell.verdict})" if cell.verdict else text
+
+
+def _marks_note(table: BuiltTable, names: dict[str, str]) -> str:
+    against = names.get(table.marks_against, table.marks_against)
+    return (f"† / ‡: the difference from {against} is significant at 5 % by a paired t-test / Wilcoxon "
+            "signed-rank test over seeds (as in the paper's Table 1).")
 
 
 def _headers(table: BuiltTable, names: dict[str, str]) -> list[tuple[str, str, str]]:
@@ -290,6 +312,8 @@ def to_markdown(table: BuiltTable, names: dict[str, str] | None = None) -> str:
         f"Mean ± std over seeds. Bold: not significantly different from the row's best "
         f"(paired {table.test} over seeds, 5 %)."
     )
+    if table.marks_against:
+        lines.append(f"- {_marks_note(table, names)}")
     for note in table.notes:
         lines.append(f"- {note}")
     if table.not_run:
@@ -350,6 +374,8 @@ def to_html(table: BuiltTable, names: dict[str, str] | None = None) -> str:
         f"<li>Mean ± std over seeds. <b>Bold</b>: not significantly different from the row's best "
         f"(paired {esc(table.test)} across seeds, 5 %).</li>"
     )
+    if table.marks_against:
+        out.append(f"<li>{esc(_marks_note(table, names))}</li>")
     out.extend(f"<li>{esc(note)}</li>" for note in table.notes)
     if table.not_run:
         out.append(f'<li class="notrun">Not run: {esc(", ".join(table.not_run))}.</li>')
