@@ -54,3 +54,17 @@ def test_timeseries_pit_matches_prefix_predictions(fitted):
     for t in range(1, len(y)):
         mean_ref, var_ref = _brute_force(model, x, torch.arange(len(y)) < t, t)
         assert abs(pit[t - 1] - norm.cdf((float(y[t]) - mean_ref) / np.sqrt(var_ref))) < 1e-6
+
+
+def test_fit_without_gpytorch_debug_checks_is_identical():
+    # CalibratedBO fits with gpytorch.settings.debug(False) for speed; the fitted state must not change
+    import gpytorch
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(20, 3, dtype=torch.float64, generator=g)
+    y = (x**2).sum(-1) + 0.1 * torch.randn(20, dtype=torch.float64, generator=g)
+    checked, _ = fit_gp(x, y)
+    with gpytorch.settings.debug(False):
+        unchecked, _ = fit_gp(x, y)
+    for (key, a), (key_b, b) in zip(checked.state_dict().items(), unchecked.state_dict().items(), strict=True):
+        assert key == key_b and torch.equal(a, b), key

@@ -21,6 +21,7 @@ import time
 import warnings
 from pathlib import Path
 
+import gpytorch
 import numpy as np
 import pandas as pd
 import torch
@@ -196,48 +197,51 @@ class CalibratedBO(_BOBase):
         snapshots = []
         fit_failures = 0
         scales = []
-        for it in ctx.progress(range(1, cfg["budget"] + 1), total=cfg["budget"], desc=ctx.method):
-            start = time.perf_counter()
-            train_x = torch.as_tensor(u, dtype=dtype)
-            train_y = torch.as_tensor(y, dtype=dtype)
-            model, failed = fit_gp(train_x, train_y, p["kernel"])
-            fit_failures += int(failed)
-            recal_start = time.perf_counter()
-            if p["calibrate"]:
-                pit = heldout_pit(model, p["pit_mode"], train_x, train_y, p["kernel"])
-                recal = fit_recalibration(pit, p["recalibrator"], p["min_recal_points"])
-            else:
-                recal = RecalibrationMap.identity_map()
-            recal_seconds = time.perf_counter() - recal_start if p["calibrate"] else 0.0
-            acq = CalibratedAcquisition(model, cfg["acquisition"], float(y.min()), recal, p["ucb_beta"],
-                                        p["calibrated_acq"])
-            torch.manual_seed(ctx.seed * 100003 + it)  # same restarts for paired methods
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                candidate, _ = optimize_acqf(acq, bounds=bounds, q=1, num_restarts=p["num_restarts"],
-                                             raw_samples=p["raw_samples"])
-            u_next = objective.snap(candidate.detach().numpy())
-            # One-step-ahead forecast of the new observation (Sec. 5.1: F_t = F_{x_next}(y_next)).
-            with torch.no_grad():
-                post = model.posterior(torch.as_tensor(u_next, dtype=dtype), observation_noise=True)
-                mean = float(post.mean.reshape(()))
-                std = float(post.variance.reshape(()).sqrt())
-            if objective.dim == 1 and p["snapshot_grid"]:
-                snapshots.append(_snapshot(model, acq, recal, objective, it, int(p["snapshot_grid"])))
-            y_next = float(objective(objective.to_native(u_next))[0])
-            z = (y_next - mean) / std
-            pit_base = float(norm.cdf(z))
-            if p["calibrate"]:
-                pit_recal = float(recal(pit_base)) if p["calibrated_acq"] == "quantile" else float(
-                    norm.cdf(z / acq.scale))
-            else:
-                pit_recal = float("nan")
-            scales.append(acq.scale)
-            u = np.vstack([u, u_next])
-            y = np.append(y, y_next)
-            rows.append(_row(objective, it, u_next, y_next, float(y.min()), pred_mean=mean, pred_std=std,
-                             pred_pit_base=pit_base, pred_pit_recal=pit_recal, recal_seconds=recal_seconds,
-                             sigma_scale=acq.scale, iteration_seconds=time.perf_counter() - start))
+        # gpytorch's debug checks (shapes, dtypes) cost ~13 % of each ML-II fit here and change nothing in
+        # the fitted state (tests/test_bo_surrogate.py).
+        with gpytorch.settings.debug(False):
+            for it in ctx.progress(range(1, cfg["budget"] + 1), total=cfg["budget"], desc=ctx.method):
+                start = time.perf_counter()
+                train_x = torch.as_tensor(u, dtype=dtype)
+                train_y = torch.as_tensor(y, dtype=dtype)
+                model, failed = fit_gp(train_x, train_y, p["kernel"])
+                fit_failures += int(failed)
+                recal_start = time.perf_counter()
+                if p["calibrate"]:
+                    pit = heldout_pit(model, p["pit_mode"], train_x, train_y, p["kernel"])
+                    recal = fit_recalibration(pit, p["recalibrator"], p["min_recal_points"])
+                else:
+                    recal = RecalibrationMap.identity_map()
+                recal_seconds = time.perf_counter() - recal_start if p["calibrate"] else 0.0
+                acq = CalibratedAcquisition(model, cfg["acquisition"], float(y.min()), recal, p["ucb_beta"],
+                                            p["calibrated_acq"])
+                torch.manual_seed(ctx.seed * 100003 + it)  # same restarts for paired methods
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    candidate, _ = optimize_acqf(acq, bounds=bounds, q=1, num_restarts=p["num_restarts"],
+                                                 raw_samples=p["raw_samples"])
+                u_next = objective.snap(candidate.detach().numpy())
+                # One-step-ahead forecast of the new observation (Sec. 5.1: F_t = F_{x_next}(y_next)).
+                with torch.no_grad():
+                    post = model.posterior(torch.as_tensor(u_next, dtype=dtype), observation_noise=True)
+                    mean = float(post.mean.reshape(()))
+                    std = float(post.variance.reshape(()).sqrt())
+                if objective.dim == 1 and p["snapshot_grid"]:
+                    snapshots.append(_snapshot(model, acq, recal, objective, it, int(p["snapshot_grid"])))
+                y_next = float(objective(objective.to_native(u_next))[0])
+                z = (y_next - mean) / std
+                pit_base = float(norm.cdf(z))
+                if p["calibrate"]:
+                    pit_recal = float(recal(pit_base)) if p["calibrated_acq"] == "quantile" else float(
+                        norm.cdf(z / acq.scale))
+                else:
+                    pit_recal = float("nan")
+                scales.append(acq.scale)
+                u = np.vstack([u, u_next])
+                y = np.append(y, y_next)
+                rows.append(_row(objective, it, u_next, y_next, float(y.min()), pred_mean=mean, pred_std=std,
+                                 pred_pit_base=pit_base, pred_pit_recal=pit_recal, recal_seconds=recal_seconds,
+                                 sigma_scale=acq.scale, iteration_seconds=time.perf_counter() - start))
         predictions = pd.DataFrame(rows)
         if snapshots:
             from uqcal.io import write_parquet
