@@ -25,7 +25,7 @@ from uqcal.report.tables import BuiltTable, build_table, to_html, to_markdown
 log = logging.getLogger("uqcal.report")
 
 FAMILIES = ("metareg", "rio", "qr", "fewshot", "bo")
-SPEC_KEYS = {"title", "paper", "reference", "summary", "tables", "claims", "figures", "dvc_plots"}
+SPEC_KEYS = {"title", "paper", "reference", "summary", "tables", "claims", "method_names", "figures", "dvc_plots"}
 
 
 def load_spec(family: str, spec_dir: Path | None = None) -> dict:
