@@ -251,3 +251,12 @@ def test_stats_xy_averages_logged_pairs_over_seeds(tmp_path):
     _, x, y = drawn[0]
     np.testing.assert_allclose(x, [0, 10])
     np.testing.assert_allclose(y, [3.0, 1.5])
+
+
+@pytest.mark.parametrize("family", ["metareg", "rio", "qr", "fewshot", "bo"])
+def test_shipped_report_specs_load_and_name_known_figure_types(family):
+    from uqcal.report.build import load_spec
+
+    spec = load_spec(family)
+    for figure in spec.get("figures") or []:
+        assert figure["type"] in figures.BUILDERS, (family, figure["id"], figure["type"])
