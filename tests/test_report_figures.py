@@ -3,6 +3,8 @@ method registry), series grouping, and the BO interval snapshots with base and r
 
 from __future__ import annotations
 
+import contextlib
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -20,6 +22,23 @@ from uqcal.report.figures import FigureContext, Rendered, Skipped
 def _context(tmp_path, family, summary, config=None):
     return FigureContext(family, config or {"families": {family: {}}}, summary, tmp_path / "results",
                          tmp_path / "out", {})
+
+
+@contextlib.contextmanager
+def drawn_by(method_name):
+    """Record (label, x, y) of every Axes.<method_name>(x, y, ...) call the builder makes."""
+    real = getattr(matplotlib.axes.Axes, method_name)
+    calls = []
+
+    def spy(self, x, y, *args, **kwargs):
+        calls.append((kwargs.get("label"), np.asarray(x, float), np.asarray(y, float)))
+        return real(self, x, y, *args, **kwargs)
+
+    setattr(matplotlib.axes.Axes, method_name, spy)
+    try:
+        yield calls
+    finally:
+        setattr(matplotlib.axes.Axes, method_name, real)
 
 
 def _summary(rows):
@@ -50,20 +69,12 @@ def test_sensitivity_groups_variants_into_lines(tmp_path):
     ctx = _context(tmp_path, "metareg", _summary(rows))
     spec = {"id": "lam", "type": "sensitivity", "param": "lam", "metric": "te",
             "series": {"MetaCal": ["metacal", "metacal_l*"]}}
-    captured = {}
-    real_errorbar = matplotlib.axes.Axes.errorbar
-
-    def spy(self, x, y, *args, **kwargs):
-        captured[kwargs["label"]] = (list(x), list(y))
-        return real_errorbar(self, x, y, *args, **kwargs)
-
-    matplotlib.axes.Axes.errorbar = spy
-    try:
+    with drawn_by("errorbar") as drawn:
         (result,) = figures.build_sensitivity(spec, ctx)
-    finally:
-        matplotlib.axes.Axes.errorbar = real_errorbar
     assert isinstance(result, Rendered) and result.files["png"].stat().st_size > 0
-    assert captured == {"MetaCal · ozone · ns20": ([0.01, 0.5, 1.0], [0.50, 0.30, 0.40])}
+    assert [label for label, _, _ in drawn] == ["MetaCal · ozone · ns20"]
+    np.testing.assert_allclose(drawn[0][1], [0.01, 0.5, 1.0])
+    np.testing.assert_allclose(drawn[0][2], [0.50, 0.30, 0.40])
 
     spec["series"] = {"MetaCal": ["metacal"]}  # one lambda per row -> nothing to draw, and the page says why
     (skipped,) = figures.build_sensitivity(spec, ctx)
@@ -88,20 +99,10 @@ def test_interval_snapshots_base_and_recalibrated(tmp_path):
     ctx = _context(tmp_path, "bo", summary)
     spec = {"id": "snap", "type": "interval_snapshots", "methods": ["uncalibrated", "calibrated"],
             "iterations": [1, 2, 7]}
-    drawn = []
-    real_plot = matplotlib.axes.Axes.plot
-
-    def spy(self, *args, **kwargs):
-        drawn.append(kwargs.get("label"))
-        return real_plot(self, *args, **kwargs)
-
-    matplotlib.axes.Axes.plot = spy
-    try:
+    with drawn_by("plot") as drawn:
         (result,) = figures.build_interval_snapshots(spec, ctx)
-    finally:
-        matplotlib.axes.Axes.plot = real_plot
     assert isinstance(result, Rendered) and result.files["svg"].stat().st_size > 0
-    labels = drawn
+    labels = [label for label, _, _ in drawn]
     # the recalibrated interval is drawn only where it differs from the GP's (calibrated, 2 iterations)
     assert labels.count("recalibrated 95 %") == 2
     # iteration 2's panels: the query of iteration 2 is the cross; points of iterations 0-1 were seen
@@ -119,39 +120,18 @@ def test_calibration_map_draws_each_seeds_stored_map(tmp_path):
     write_run(tmp_path / "results", "qr", "concrete", "cv5", "dvi", 0, {"ce": 2.0})  # no model.pt: skipped
     ctx = _context(tmp_path, "qr", write_summary(tmp_path / "results", "qr"))
     spec = {"id": "iso", "type": "calibration_map", "x": "knots_u", "y": "knots_r"}
-    drawn = []
-    real_plot = matplotlib.axes.Axes.plot
-
-    def spy(self, x, y, *args, **kwargs):
-        drawn.append((np.asarray(x, float), np.asarray(y, float)))
-        return real_plot(self, x, y, *args, **kwargs)
-
-    matplotlib.axes.Axes.plot = spy
-    try:
+    with drawn_by("plot") as drawn:
         (result,) = figures.build_calibration_map(spec, ctx)
-    finally:
-        matplotlib.axes.Axes.plot = real_plot
     assert isinstance(result, Rendered)
     # seed 0's map, seed 1's map, then the identity
     assert len(drawn) == 3
-    for (x, y), expected in zip(drawn[:2], (maps[0], maps[1]), strict=True):
+    for (_, x, y), expected in zip(drawn[:2], (maps[0], maps[1]), strict=True):
         np.testing.assert_allclose(x, knots)
         np.testing.assert_allclose(y, expected)
-    np.testing.assert_allclose(drawn[2][1], [0, 1])
+    np.testing.assert_allclose(drawn[2][2], [0, 1])
     spec["x"] = "missing_key"
     (skipped,) = figures.build_calibration_map(spec, ctx)
     assert isinstance(skipped, Skipped)
-
-
-def _spy_on(method_name, sink):
-    real = getattr(matplotlib.axes.Axes, method_name)
-
-    def spy(self, x, y, *args, **kwargs):
-        sink.append((kwargs.get("label"), np.asarray(x, float), np.asarray(y, float)))
-        return real(self, x, y, *args, **kwargs)
-
-    setattr(matplotlib.axes.Axes, method_name, spy)
-    return lambda: setattr(matplotlib.axes.Axes, method_name, real)
 
 
 def test_paired_improvement_is_mean_difference_over_paired_seeds(tmp_path):
@@ -163,12 +143,8 @@ def test_paired_improvement_is_mean_difference_over_paired_seeds(tmp_path):
     ctx = _context(tmp_path, "bo", write_summary(tmp_path / "results", "bo"))
     spec = {"id": "imp", "type": "paired_improvement", "x": "iteration", "y": "best_so_far",
             "a": "calibrated", "b": "uncalibrated"}
-    drawn = []
-    restore = _spy_on("plot", drawn)
-    try:
+    with drawn_by("plot") as drawn:
         (result,) = figures.build_paired_improvement(spec, ctx)
-    finally:
-        restore()
     assert isinstance(result, Rendered)
     _, x, y = drawn[0]
     # seed 0: (0, 1, 1); seed 1: (0, -1, 0) -> mean (0, 0, 0.5)
@@ -186,12 +162,8 @@ def test_running_calibration_matches_prefix_scores(tmp_path):
         write_run(tmp_path / "results", "bo", "sixhump", "sixhump-ei", "uncalibrated", seed, {"final_best": 0.0}, frame)
     ctx = _context(tmp_path, "bo", write_summary(tmp_path / "results", "bo"))
     spec = {"id": "cal", "type": "running_calibration", "columns": {"pred_pit_base": ""}, "min_points": 3}
-    drawn = []
-    restore = _spy_on("plot", drawn)
-    try:
+    with drawn_by("plot") as drawn:
         (result,) = figures.build_running_calibration(spec, ctx)
-    finally:
-        restore()
     assert isinstance(result, Rendered)
     _, x, y = drawn[0]
     expected = [np.mean([calibration_score(pits[s][: t + 1]) for s in (0, 1)]) for t in range(2, 8)]
@@ -219,12 +191,8 @@ def test_pit_calibration_draws_the_uncalibrated_pits_too(tmp_path):
     write_run(tmp_path / "results", "metareg", "ozone", "ns20", "mdkl", 0, {"te": 0.1}, frame[["pit"]])
     ctx = _context(tmp_path, "metareg", write_summary(tmp_path / "results", "metareg"))
     spec = {"id": "cal", "type": "pit_calibration", "also": {"pit_uncal": " before r"}}
-    drawn = []
-    restore = _spy_on("plot", drawn)
-    try:
+    with drawn_by("plot") as drawn:
         (result,) = figures.build_pit_calibration(spec, ctx)
-    finally:
-        restore()
     assert isinstance(result, Rendered)
     curves = {label: y for label, _, y in drawn}
     levels = np.linspace(0, 1, 21)
@@ -241,12 +209,8 @@ def test_stats_xy_averages_logged_pairs_over_seeds(tmp_path):
         run = write_run(tmp_path / "results", "fewshot", "glyphs", "5w1s", "md", seed, {"acc": 0.5})
         write_json(run / "train_stats.json", {"outer_loss_curve": curve})
     ctx = _context(tmp_path, "fewshot", write_summary(tmp_path / "results", "fewshot"))
-    drawn = []
-    restore = _spy_on("plot", drawn)
-    try:
+    with drawn_by("plot") as drawn:
         (result,) = figures.build_stats_xy({"id": "outer", "type": "stats_xy", "key": "outer_loss_curve"}, ctx)
-    finally:
-        restore()
     assert isinstance(result, Rendered)
     _, x, y = drawn[0]
     np.testing.assert_allclose(x, [0, 10])

@@ -220,6 +220,19 @@ def build_reliability(spec: dict, ctx: FigureContext) -> list:
     return out or [Skipped(spec.get("title", spec["id"]), "no few-shot predictions.parquet with label and p0.. columns")]
 
 
+def _per_seed_curve(frame: pd.DataFrame, x_col: str, y_col: str) -> pd.DataFrame:
+    """seeds x iterations table of a per-run curve. Several rows can share an x within a run (BO's initial
+    design is iteration 0): the last one wins."""
+    return frame.groupby(["seed", x_col], sort=True)[y_col].last().unstack(x_col)
+
+
+def _band(ax, table: pd.DataFrame, label: str, color=None):
+    """Mean over the rows (seeds, curves) of a rows x steps table, with a ± one standard error band."""
+    mean, sem = table.mean(axis=0), table.sem(axis=0).fillna(0.0)
+    (line,) = ax.plot(mean.index, mean.values, label=label, color=color)
+    ax.fill_between(mean.index, mean - sem, mean + sem, alpha=0.2, color=line.get_color())
+
+
 def build_curve(spec: dict, ctx: FigureContext) -> list:
     """Mean over seeds of a per-run curve (``file``: x column vs y column), with a standard-error band."""
     out = []
@@ -234,13 +247,8 @@ def build_curve(spec: dict, ctx: FigureContext) -> list:
             hue = spec.get("hue")
             groups = frame.groupby(hue) if hue and hue in frame else [(None, frame)]
             for key, part in groups:
-                # several rows can share an x within a run (BO's initial design is iteration 0): keep the last
-                part = part.groupby(["seed", x_col], sort=True)[y_col].last().reset_index()
-                per_x = part.groupby(x_col)[y_col]
-                mean, sem = per_x.mean(), per_x.sem().fillna(0.0)
                 label = _label(ctx, method) + (f" / {key}" if key is not None else "")
-                (line,) = ax.plot(mean.index, mean.values, label=label)
-                ax.fill_between(mean.index, mean - sem, mean + sem, alpha=0.2, color=line.get_color())
+                _band(ax, _per_seed_curve(part, x_col, y_col), label)
                 drawn += 1
         if not drawn:
             plt.close(fig)
@@ -259,17 +267,6 @@ def build_curve(spec: dict, ctx: FigureContext) -> list:
             )
         )
     return out or [Skipped(spec.get("title", spec["id"]), f"no per-run {filename} with columns {x_col}, {y_col}")]
-
-
-def _per_seed_curve(frame: pd.DataFrame, x_col: str, y_col: str) -> pd.DataFrame:
-    """seeds x iterations table of a per-run curve (the last row wins where several share an x)."""
-    return frame.groupby(["seed", x_col], sort=True)[y_col].last().unstack(x_col)
-
-
-def _band(ax, table: pd.DataFrame, label: str, color=None):
-    mean, sem = table.mean(axis=0), table.sem(axis=0).fillna(0.0)
-    (line,) = ax.plot(mean.index, mean.values, label=label, color=color)
-    ax.fill_between(mean.index, mean - sem, mean + sem, alpha=0.2, color=line.get_color())
 
 
 def build_paired_improvement(spec: dict, ctx: FigureContext) -> list:
@@ -601,8 +598,6 @@ def build_interval_snapshots(spec: dict, ctx: FigureContext) -> list:
 def load_stats_curves(results_dir: Path, family: str, dataset: str, setting: str, method: str, key: str):
     """Curves stored in ``train_stats.json`` under ``key`` as {name: [[y0, y1, ...], ...]} for every seed:
     returns {name: 2-D array (curves x steps)}, curves of unequal length truncated to the shortest."""
-    import json
-
     root = Path(results_dir) / family / dataset / setting / method
     collected: dict[str, list] = {}
     for path in sorted(root.glob("seed*/train_stats.json")):
@@ -622,8 +617,6 @@ def build_stats_xy(spec: dict, ctx: FigureContext) -> list:
     """A per-run curve logged in train_stats.json under ``key`` as [[x, y], ...] (e.g. the meta-training
     loss every few episodes), one panel per method (their objectives differ in scale), mean ± s.e. over
     seeds."""
-    import json
-
     out = []
     for dataset, setting in _keys(ctx, spec):
         panels = []
@@ -659,11 +652,7 @@ def build_stats_curves(spec: dict, ctx: FigureContext) -> list:
                 continue
             fig, ax = plt.subplots(figsize=(4.6, 3.4))
             for name, values in curves.items():
-                mean = values.mean(0)
-                sem = values.std(0, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else np.zeros_like(mean)
-                steps = np.arange(len(mean))
-                (line,) = ax.plot(steps, mean, label=f"{name} (n={len(values)})")
-                ax.fill_between(steps, mean - sem, mean + sem, alpha=0.2, color=line.get_color())
+                _band(ax, pd.DataFrame(values), f"{name} (n={len(values)})")
             ax.set(
                 xlabel=spec.get("xlabel", "step"),
                 ylabel=spec.get("ylabel", key),
