@@ -54,6 +54,17 @@ def test_benchmarks_and_dataset_records(tmp_path):
     assert sorted(bench["rule"]) == ["materialise", "train", "train"]
     assert bench.loc[bench["rule"] == "train", "seconds"].sum() == pytest.approx(6.0)
     assert "rio/concrete/holdout/rio/seed0" in set(bench["job"])
+    # Without a job log, CPU and memory are the benchmark's ...
+    seed1 = bench.set_index("job").loc["rio/concrete/holdout/rio/seed1"]
+    assert (seed1["cpu_seconds"], seed1["max_rss_mb"]) == (pytest.approx(1.2), pytest.approx(110.0))
+    # ... with one, the job's own last resource line wins (the preload worker's benchmark sees only the client).
+    write_text(
+        tmp_path / "logs/train/rio/concrete/holdout/rio/seed1.log",
+        "INFO uqcal: uqcal train: 9.0 s wall, 1.0 s CPU, peak RSS 5 MB\n"
+        "INFO uqcal: uqcal train: 3.4 s wall, 3.1 s CPU, peak RSS 612 MB\n",
+    )
+    seed1 = read_benchmarks(tmp_path / "logs").set_index("job").loc["rio/concrete/holdout/rio/seed1"]
+    assert (seed1["cpu_seconds"], seed1["max_rss_mb"]) == (pytest.approx(3.1), pytest.approx(612.0))
     write_json(tmp_path / "data/raw/concrete.json", {"sha256": "00", "rows": 1030})
     records = read_dataset_records(tmp_path / "data")
     assert records == {"concrete": {"sha256": "00", "rows": 1030}}

@@ -75,6 +75,7 @@ def prepare_config(config: dict, root: Path | None = None) -> dict:
     config["datasets_inline"] = sorted(inline)  # where each entry lives matters for DVC params
     config.setdefault("device", "auto")
     config.setdefault("torch_threads", 1)
+    config.setdefault("preload_worker", True)
     validate_schema({"families": {}, "datasets": registry}, root)
     check_semantics(config)
     return config

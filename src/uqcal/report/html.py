@@ -123,16 +123,18 @@ def provenance_html(prov: Provenance, family: str | None = None, datasets: list[
     else:
         per_rule = (
             bench.groupby("rule")
-            .agg(jobs=("seconds", "size"), total_s=("seconds", "sum"), max_s=("seconds", "max"))
+            .agg(jobs=("seconds", "size"), total_s=("seconds", "sum"), max_s=("seconds", "max"),
+                 cpu_s=("cpu_seconds", "sum"), rss_mb=("max_rss_mb", "max"))
             .reset_index()
         )
         out.append(
-            "<h3>Wall-clock per rule (Snakemake benchmark files)</h3><table><thead><tr><th>rule</th><th>jobs</th>"  # noqa: E501
-            "<th>total s</th><th>max s</th></tr></thead><tbody>"
+            "<h3>Time and memory per rule (Snakemake benchmark files; CPU and memory as each job logged them)"
+            "</h3><table><thead><tr><th>rule</th><th>jobs</th><th>total wall s</th><th>max wall s</th>"
+            "<th>total CPU s</th><th>peak RSS MB</th></tr></thead><tbody>"
         )
         out.extend(
             f'<tr><td style="text-align:left">{escape(r.rule)}</td><td>{r.jobs}</td><td>{r.total_s:.1f}</td>'
-            f"<td>{r.max_s:.1f}</td></tr>"
+            f"<td>{r.max_s:.1f}</td><td>{r.cpu_s:.1f}</td><td>{r.rss_mb:.0f}</td></tr>"
             for r in per_rule.itertuples(index=False)
         )
         out.append("</tbody></table>")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -115,8 +116,30 @@ def device_description() -> str:
     return f"CPU: {cpu_model()}"
 
 
+# The last line every pipeline step logs (uqcal.cli._log_resources): the job's own account, which stays right
+# when the job ran in the preload worker and Snakemake's benchmark only saw the thin client.
+_RESOURCE_LINE = re.compile(r"uqcal \w+: ([0-9.]+) s wall, ([0-9.]+) s CPU, peak RSS ([0-9.]+) MB")
+
+
+def _logged_resources(log_path: Path) -> tuple[float, float] | None:
+    """(CPU seconds, peak RSS MB) from a job log's last resource line, if any."""
+    try:
+        text = log_path.read_text(errors="replace")
+    except OSError:
+        return None
+    found = _RESOURCE_LINE.findall(text)
+    if not found:
+        return None
+    _, cpu, rss = found[-1]
+    return float(cpu), float(rss)
+
+
 def read_benchmarks(logs_dir: Path) -> pd.DataFrame:
-    """Snakemake benchmark TSVs under ``<logs_dir>/bench/<rule>/...tsv`` (columns s, h:m:s, max_rss, ...)."""
+    """Snakemake benchmark TSVs under ``<logs_dir>/bench/<rule>/...tsv`` (columns s, h:m:s, max_rss, ...).
+
+    Wall seconds come from the benchmark; CPU seconds and peak memory from the job's own log line
+    (``<logs_dir>/<rule>/....log``) when it has one, else from the benchmark.
+    """
     rows = []
     root = Path(logs_dir) / "bench"
     for path in sorted(root.rglob("*.tsv")) if root.is_dir() else []:
@@ -127,15 +150,21 @@ def read_benchmarks(logs_dir: Path) -> pd.DataFrame:
         if "s" not in frame.columns or frame.empty:
             continue
         rel = path.relative_to(root)
+        cpu = float(pd.to_numeric(frame.get("cpu_time", pd.Series([float("nan")])), errors="coerce").mean())
+        rss = float(pd.to_numeric(frame.get("max_rss", pd.Series([float("nan")])), errors="coerce").mean())
+        logged = _logged_resources(Path(logs_dir) / rel.with_suffix(".log"))
+        if logged is not None:
+            cpu, rss = logged
         rows.append(
             {
                 "rule": rel.parts[0],
                 "job": str(rel.with_suffix(""))[len(rel.parts[0]) + 1 :] or rel.stem,
                 "seconds": float(frame["s"].mean()),
-                "max_rss_mb": float(pd.to_numeric(frame.get("max_rss", pd.Series([float("nan")])), errors="coerce").mean()),
+                "cpu_seconds": cpu,
+                "max_rss_mb": rss,
             }
         )
-    return pd.DataFrame(rows, columns=["rule", "job", "seconds", "max_rss_mb"])
+    return pd.DataFrame(rows, columns=["rule", "job", "seconds", "cpu_seconds", "max_rss_mb"])
 
 
 def read_dataset_records(data_dir: Path, names: list[str] | None = None) -> dict[str, dict]:
