@@ -94,3 +94,10 @@ def test_dvc_metrics_and_plots_and_snakemake_report_work_on_the_smoke_run(smoke_
     report = tmp_path / "report.html"
     snakemake(["--report", str(report), "--configfile", "config/smoke.yaml"], smoke_run, timeout=600)
     assert report.stat().st_size > 10_000
+
+
+def test_the_committed_dvc_yaml_is_the_plan_of_the_default_config():
+    # `dvc repro` on a fresh clone must run what `snakemake` runs: dvc.yaml may not lag behind config.yaml.
+    expected = build_dvc_yaml(load_config(REPO / "config/config.yaml"), "config/config.yaml", REPO)
+    committed = yaml.safe_load((REPO / "dvc.yaml").read_text())
+    assert committed == expected, "dvc.yaml is stale: run `uqcal dvc-sync --config config/config.yaml`"
