@@ -101,3 +101,21 @@ def test_the_committed_dvc_yaml_is_the_plan_of_the_default_config():
     expected = build_dvc_yaml(load_config(REPO / "config/config.yaml"), "config/config.yaml", REPO)
     committed = yaml.safe_load((REPO / "dvc.yaml").read_text())
     assert committed == expected, "dvc.yaml is stale: run `uqcal dvc-sync --config config/config.yaml`"
+
+
+def test_the_in_process_dvc_commit_writes_what_the_dvc_cli_writes(smoke_run, tmp_path):
+    import shutil
+
+    from uqcal.dvc import _commit_in_process
+
+    locks = []
+    for via_cli in (True, False):
+        copy = tmp_path / ("cli" if via_cli else "api")
+        shutil.copytree(smoke_run, copy, symlinks=True, ignore=shutil.ignore_patterns("cache", "tmp"))
+        (copy / "dvc.lock").unlink()
+        if via_cli:
+            run([str(BIN / "dvc"), "commit", "--force", "--quiet"], copy)
+        else:
+            assert _commit_in_process(copy)
+        locks.append(yaml.safe_load((copy / "dvc.lock").read_text()))
+    assert locks[0]["stages"] and locks[0] == locks[1]
