@@ -1,6 +1,5 @@
 # uqcal workflow: data -> splits -> train -> evaluate -> aggregate -> report.
 # Rules are thin: every step is a `uqcal` subcommand. See README.md and docs/ARCHITECTURE.md.
-import os
 import sys
 
 from snakemake.utils import min_version
@@ -27,25 +26,9 @@ rule all:
     default_target: True
 
 
-# Local runs: jobs fork from one `uqcal worker` that has torch, gpytorch, botorch, pandas, scipy and every
-# method imported (uqcal/worker.py) instead of paying 3-6 s of imports each. Cluster jobs never see it.
-_WORKER = {}
-
-
+# Local runs: one preloaded `uqcal worker` serves the jobs (common.smk, uqcal/worker.py).
 onstart:
-    if UQ.get("preload_worker", True) and workflow.local_exec:
-        from uqcal import worker
-
-        _WORKER["process"], _WORKER["socket"] = worker.start("logs/worker.log")
-        os.environ[worker.WORKER_ENV] = _WORKER["socket"]
-
-
-def stop_worker():
-    if _WORKER:
-        from uqcal import worker
-
-        os.environ.pop(worker.WORKER_ENV, None)
-        worker.stop(_WORKER.pop("process"), _WORKER.pop("socket"))
+    start_worker()
 
 
 onsuccess:

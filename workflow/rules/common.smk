@@ -1,5 +1,6 @@
 # Shared set-up: validate the config before any job runs, and build the run plan.
 import json
+import os
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -31,6 +32,9 @@ BATCHES = list(iter_batches(UQ))
 BATCHES_BY_FAMILY = {f: [b for b in BATCHES if b.family == f] for f in FAMILY_NAMES}
 # (family, method) -> the method whose trained runs it builds on, if any
 DEPENDS = {(f, m): get_entry(f, m).depends_on for f in FAMILY_NAMES for m in UQ["families"][f]["methods"]}
+# Methods whose runs others build on (rio's network, qr's base models, fewshot's *_ts bases) start first,
+# so the chains behind them are not left for the end of a run with cores idle.
+UPSTREAM = {(f, dep) for (f, _), dep in DEPENDS.items() if dep}
 
 METHOD_DIR = "results/{family}/{dataset}/{setting}/{method}"  # seed<k>/ folders inside
 SPLIT_DIR = "data/splits/{family}/{dataset}/{setting}"  # seed<k>.json inside
@@ -103,3 +107,24 @@ def _report_outputs():
             labels={"table": "{table}"},
         )
     return outputs
+
+
+# Local runs: jobs fork from one `uqcal worker` that has torch, gpytorch, botorch, pandas, scipy and every
+# method imported (uqcal/worker.py) instead of paying 3-6 s of imports each. Cluster jobs never see it.
+_WORKER = {}
+
+
+def start_worker():
+    if UQ.get("preload_worker", True) and workflow.local_exec:
+        from uqcal import worker
+
+        _WORKER["process"], _WORKER["socket"] = worker.start("logs/worker.log")
+        os.environ[worker.WORKER_ENV] = _WORKER["socket"]
+
+
+def stop_worker():
+    if _WORKER:
+        from uqcal import worker
+
+        os.environ.pop(worker.WORKER_ENV, None)
+        worker.stop(_WORKER.pop("process"), _WORKER.pop("socket"))

@@ -23,6 +23,7 @@ rule train:
     conda:
         "../envs/uqcal.yaml"
     threads: 1
+    priority: lambda w: 1 if (w.family, w.method) in UPSTREAM else 0
     resources:
         mem_mb=lambda w: family_resource(w.family, "mem_mb", 4000),
         runtime=lambda w: family_resource(w.family, "runtime", 60),
