@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pandas as pd
 import yaml
@@ -119,3 +121,24 @@ def test_the_in_process_dvc_commit_writes_what_the_dvc_cli_writes(smoke_run, tmp
             assert _commit_in_process(copy)
         locks.append(yaml.safe_load((copy / "dvc.lock").read_text()))
     assert locks[0]["stages"] and locks[0] == locks[1]
+
+
+def test_families_built_in_parallel_give_the_same_report(smoke_run, tmp_path):
+    from uqcal.report.build import build_reports
+
+    config = load_config(smoke_run / "config/smoke.yaml")
+    outs = {}
+    cwd = os.getcwd()
+    os.chdir(smoke_run)
+    try:
+        for jobs in (1, 2):
+            outs[jobs] = tmp_path / f"jobs{jobs}"
+            build_reports(config, "config/smoke.yaml", Path("results"), outs[jobs], Path("data"), Path("logs"),
+                          jobs=jobs)
+    finally:
+        os.chdir(cwd)
+    files = {jobs: sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file()) for jobs, out in outs.items()}
+    assert files[1] == files[2] and len(files[1]) > 20
+    for rel in files[1]:
+        if rel.suffix in (".json", ".md", ".csv"):
+            assert (outs[1] / rel).read_bytes() == (outs[2] / rel).read_bytes(), rel

@@ -223,7 +223,7 @@ def cmd_report(args) -> int:
     config = load_config(config_path)
     build_reports(
         config=config, config_path=config_path, results_dir=Path(args.results_dir),
-        out_dir=Path(args.out), data_dir=Path(args.data_dir), logs_dir=Path(args.logs_dir),
+        out_dir=Path(args.out), data_dir=Path(args.data_dir), logs_dir=Path(args.logs_dir), jobs=args.jobs,
     )
     return 0
 
@@ -322,6 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config")
     p.add_argument("--out", default="reports")
     p.add_argument("--logs-dir", default="logs")
+    p.add_argument("--jobs", type=int, default=1, help="families built in parallel (default: 1)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("dvc-sync", help="write dvc.yaml for a config (and `dvc commit` finished outputs)",

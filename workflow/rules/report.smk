@@ -22,9 +22,9 @@ rule report:
         "logs/bench/report/report.tsv"
     conda:
         "../envs/uqcal.yaml"
-    threads: 1
+    threads: 4  # families in parallel; Snakemake caps it at the cores it has
     resources:
         mem_mb=4000,
         runtime=30,
     shell:
-        "uqcal report --config {input.config:q} --out reports 2> {log}"
+        "uqcal report --config {input.config:q} --out reports --jobs {threads} 2> {log}"

@@ -167,6 +167,11 @@ def build_family(
     return FamilyReport(family, spec, summary, claims, tables, figures, datasets, n_runs, reference)
 
 
+def _build_family_task(task: tuple) -> FamilyReport:
+    log.info("report: building %s", task[0])
+    return build_family(*task)
+
+
 def _nav(prefix: str, families) -> list[tuple[str, str]]:
     return [("Index", f"{prefix}index.html")] + [(f, f"{prefix}{f}/index.html") for f in families]
 
@@ -235,6 +240,7 @@ def build_reports(
     reference_dir: Path | None = None,
     families: list[str] | None = None,
     spec_dir: Path | None = None,
+    jobs: int = 1,
 ) -> Path:
     """Write ``out_dir/index.html`` and ``out_dir/<family>/...``; return the index path."""
     results_dir, out_dir, data_dir, logs_dir = map(Path, (results_dir, out_dir, data_dir, logs_dir))
@@ -248,13 +254,18 @@ def build_reports(
         raise ValueError(f"unknown report families {unknown}; known: {list(FAMILIES)}")
     registry = dataset_registry(config, base)
     prov = collect(config_path, base, logs_dir, data_dir)
-    reports = []
-    for family in families:
-        spec = load_spec(family, spec_dir)
-        log.info("report: building %s", family)
-        rep = build_family(family, spec, config, registry, results_dir, out_dir, Path(reference_dir))
-        write_text(out_dir / family / "index.html", family_page(rep, prov, rep.reference, families))
-        reports.append(rep)
+    tasks = [(family, load_spec(family, spec_dir), config, registry, results_dir, out_dir, Path(reference_dir))
+             for family in families]
+    if jobs > 1 and len(tasks) > 1:
+        # Families are independent; at the end of a run nothing else needs the cores.
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
+            reports = list(pool.map(_build_family_task, tasks))
+    else:
+        reports = [_build_family_task(task) for task in tasks]
+    for rep in reports:
+        write_text(out_dir / rep.family / "index.html", family_page(rep, prov, rep.reference, families))
     title = (config.get("report") or {}).get("title", "uqcal reports")
     index = out_dir / "index.html"
     write_text(index, index_page(reports, prov, title))
