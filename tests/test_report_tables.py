@@ -34,6 +34,21 @@ def test_paired_pvalue_matches_definition():
         paired_pvalue(a, b, "anova")
 
 
+def test_wilcoxon_with_zeros_and_ties_matches_scipy():
+    # Our vectorised sign-flip test must give scipy's exact (permutation) p-values bit for bit.
+    rng = np.random.default_rng(7)
+    cases = 0
+    while cases < 6:
+        n = int(rng.integers(4, 14))
+        a = rng.normal(size=n)
+        b = a - rng.integers(-2, 3, size=n) * 0.25  # zeros and tied |differences|
+        diff = a - b
+        if np.allclose(diff, 0.0) or np.allclose(diff, diff[0]):
+            continue
+        assert paired_pvalue(a, b, "wilcoxon") == stats.wilcoxon(a, b).pvalue
+        cases += 1
+
+
 def test_bold_marking_matches_brute_force(tmp_path):
     rng = np.random.default_rng(3)
     seeds = 6
