@@ -360,7 +360,10 @@ def build_error_vs_std(spec: dict, ctx: FigureContext) -> list:
             continue
         fig, axes = plt.subplots(1, len(panels), figsize=(3.0 * len(panels), 3.0), squeeze=False, sharey=True)
         for ax, (method, frame) in zip(axes[0], panels, strict=False):
-            sns.scatterplot(x=frame["std"], y=(frame["y"] - frame["mean"]).abs(), s=6, ax=ax, linewidth=0)
+            # Tens of thousands of points (diamonds: 108k) as SVG vectors made a 29 MB file that took most of
+            # the report's time to write and a browser long to draw: dense clouds go in as a bitmap layer.
+            sns.scatterplot(x=frame["std"], y=(frame["y"] - frame["mean"]).abs(), s=6, ax=ax, linewidth=0,
+                            rasterized=len(frame) > 5000)
             top = float(max(frame["std"].max(), 1e-12))
             ax.plot([0, top], [0, 1.96 * top], "r--", lw=1, label="1.96 σ")
             ax.set(title=_label(ctx, method), xlabel="predicted std", ylabel="|y − mean|")
