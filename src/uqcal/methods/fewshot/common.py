@@ -8,6 +8,8 @@ temperature scaling in ``*_ts`` variants) is here so every method sees exactly t
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import time
 from dataclasses import dataclass
@@ -99,6 +101,12 @@ def check_class_disjoint(split: dict) -> None:
                 raise ValueError(f"{name}[{i}] uses classes {sorted(stray)} outside the {side} classes")
 
 
+def episodes_digest(episodes: list[dict]) -> str:
+    """Fingerprint of a list of episode specs (classes, support and query rows)."""
+    text = json.dumps(episodes, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def predictions_frame(probs_per_episode: list[torch.Tensor], labels_per_episode: list[torch.Tensor]):
     rows = []
     for episode, (probs, labels) in enumerate(zip(probs_per_episode, labels_per_episode, strict=True)):
@@ -108,6 +116,69 @@ def predictions_frame(probs_per_episode: list[torch.Tensor], labels_per_episode:
             frame[f"p{c}"] = p[:, c]
         rows.append(frame)
     return pd.concat(rows, ignore_index=True)
+
+
+class CpuAdam:
+    """``torch.optim.Adam`` (default settings) on CPU tensors, step for step the same arithmetic.
+
+    torch's Adam on CPU takes its single-tensor path; this repeats that path's operations with the same
+    Python scalars, so parameters come out bit-identical (tests/test_fewshot_core.py checks it against
+    torch.optim.Adam). The point is cost, not behaviour: the first ``torch.optim`` optimiser imports
+    ``torch._dynamo``, about 2 CPU seconds per training process, more than a fifth of a job's meta-training.
+    Parameters without a gradient are skipped and keep no state, as in torch.
+    """
+
+    betas = (0.9, 0.999)
+    eps = 1e-8
+
+    def __init__(self, param_groups: list[dict]):
+        self.param_groups = [{**group, "params": list(group["params"])} for group in param_groups]
+        self.state: dict[torch.Tensor, dict] = {}
+
+    @staticmethod
+    def supports(param_groups: list[dict]) -> bool:
+        return all(
+            p.device.type == "cpu" and p.dtype in (torch.float32, torch.float64) and not p.is_sparse
+            for group in param_groups
+            for p in group["params"]
+        )
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        beta1, beta2 = self.betas
+        for group in self.param_groups:
+            lr = group["lr"]
+            for param in group["params"]:
+                grad = param.grad
+                if grad is None:
+                    continue
+                state = self.state.get(param)
+                if state is None:
+                    zeros = torch.zeros_like(param, memory_format=torch.preserve_format)
+                    state = self.state[param] = {"step": 0, "exp_avg": zeros, "exp_avg_sq": zeros.clone()}
+                state["step"] += 1
+                step = float(state["step"])  # torch keeps a float32 step tensor and reads it with .item()
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                exp_avg.lerp_(grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                bias_correction1 = 1 - beta1**step
+                bias_correction2 = 1 - beta2**step
+                step_size = lr / bias_correction1
+                bias_correction2_sqrt = bias_correction2**0.5
+                denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.eps)
+                param.addcdiv_(exp_avg, denom, value=-step_size)
+
+
+def make_adam(param_groups: list[dict]):
+    """CpuAdam where it reproduces torch.optim.Adam exactly (CPU, real dense tensors), else torch's."""
+    if CpuAdam.supports(param_groups):
+        return CpuAdam(param_groups)
+    return torch.optim.Adam(param_groups)
 
 
 class EpisodicMethod(Method):
@@ -135,7 +206,30 @@ class EpisodicMethod(Method):
 
     def logit_samples(self, model, episode: Episode, generator: torch.Generator) -> torch.Tensor:
         """(S, M, C) samples of query logits; probabilities = mean_s softmax(logits_s / T)."""
-        raise NotImplementedError  # pragma: no cover - abstract
+        if not self.reusable_test_outputs:
+            raise NotImplementedError  # pragma: no cover - abstract
+        return self.draw_logits(self.query_outputs(model, episode), generator)
+
+    # Methods whose prediction draws no random numbers before its final sampling step split
+    # ``logit_samples`` into deterministic ``query_outputs`` and ``draw_logits``. The base run then keeps
+    # its test episodes' outputs in model.pt, and its ``*_ts`` run redraws them with its own generator
+    # instead of running the model on the test episodes again (bit-identical; see temperature.py).
+    reusable_test_outputs = False
+
+    def query_outputs(self, model, episode: Episode) -> dict[str, torch.Tensor]:
+        raise NotImplementedError  # pragma: no cover - only with reusable_test_outputs
+
+    def draw_logits(self, outputs: dict[str, torch.Tensor], generator: torch.Generator) -> torch.Tensor:
+        raise NotImplementedError  # pragma: no cover - only with reusable_test_outputs
+
+    def logit_samples_batch(self, model, episodes: list[Episode], generator: torch.Generator) -> list[torch.Tensor]:
+        """``logit_samples`` of several episodes, in order, drawing from `generator` in the same order as one
+        by one; methods override it to batch the episodes (results must stay identical)."""
+        return [self.logit_samples(model, episode, generator) for episode in episodes]
+
+    def episode_batch_size(self, spec: dict) -> int:
+        """How many prediction episodes shaped like `spec` ``logit_samples_batch`` gets at once (1: one by one)."""
+        return 1
 
     def extra_stats(self, model, data: EpisodeData, split: dict, ctx: RunContext) -> dict:
         return {}
@@ -163,7 +257,7 @@ class EpisodicMethod(Method):
         class_rows = data.class_rows(train_classes)
         rng = ctx.rng(offset=1)
         generator = ctx.torch_generator(offset=2)
-        optimiser = torch.optim.Adam(self.param_groups(model))
+        optimiser = make_adam(self.param_groups(model))
         losses, skipped, curve = [], 0, []
         started = time.perf_counter()
         n_episodes = int(self.params["train_episodes"])
@@ -195,32 +289,54 @@ class EpisodicMethod(Method):
             "outer_loss_curve": curve,
         }
 
-    def predict_episodes(self, model, data: EpisodeData, episodes: list[dict], generator, temperature=1.0):
+    def predict_episodes(
+        self, model, data: EpisodeData, episodes: list[dict], generator, temperature=1.0, outputs=None
+    ):
+        """Probabilities and labels per episode; `outputs`, a list, also collects each episode's
+        ``query_outputs`` (on the CPU) where the method has them."""
         model.eval()
         probs, labels = [], []
+        keep = outputs is not None and self.reusable_test_outputs
         with torch.no_grad():
-            for spec in episodes:
-                episode = data.episode(spec)
-                probs.append(mc_softmax(self.logit_samples(model, episode, generator), temperature))
-                labels.append(episode.query_y)
+            if keep:
+                for spec in episodes:
+                    episode = data.episode(spec)
+                    out = self.query_outputs(model, episode)
+                    outputs.append({k: v.detach().cpu() for k, v in out.items()})
+                    probs.append(mc_softmax(self.draw_logits(out, generator), temperature))
+                    labels.append(episode.query_y)
+                return probs, labels
+            for batch in self._episode_batches(data, episodes):
+                for episode, samples in zip(batch, self.logit_samples_batch(model, batch, generator), strict=True):
+                    probs.append(mc_softmax(samples, temperature))
+                    labels.append(episode.query_y)
         return probs, labels
 
     def collect_logits(self, model, data: EpisodeData, episodes: list[dict], generator):
         model.eval()
         out = []
         with torch.no_grad():
-            for spec in episodes:
-                episode = data.episode(spec)
-                out.append((self.logit_samples(model, episode, generator).cpu(), episode.query_y.cpu()))
+            for batch in self._episode_batches(data, episodes):
+                for episode, samples in zip(batch, self.logit_samples_batch(model, batch, generator), strict=True):
+                    out.append((samples.cpu(), episode.query_y.cpu()))
         return out
+
+    def _episode_batches(self, data: EpisodeData, episodes: list[dict]):
+        """Episodes in consecutive batches of ``episode_batch_size`` (sized by the first episode)."""
+        if not episodes:
+            return
+        size = max(1, int(self.episode_batch_size(episodes[0])))
+        for start in range(0, len(episodes), size):
+            yield [data.episode(spec) for spec in episodes[start : start + size]]
 
     def train(self, ctx: RunContext) -> None:
         data, split = self.setup(ctx)
         model = self.build_model(int(split["n_way"]), data.image_size).to(ctx.device)
         stats = self.meta_train(model, data, split, ctx)
         started = time.perf_counter()
+        escalations, outputs = self.counter.escalations, []
         probs, labels = self.predict_episodes(
-            model, data, split["test_episodes"], ctx.torch_generator(offset=3)
+            model, data, split["test_episodes"], ctx.torch_generator(offset=3), outputs=outputs
         )
         stats["test_seconds_per_episode"] = (time.perf_counter() - started) / max(1, len(probs))
         stats.update(self.extra_stats(model, data, split, ctx))
@@ -233,6 +349,13 @@ class EpisodicMethod(Method):
             "image_size": data.image_size,
             "state_dict": model.state_dict(),
         }
+        if self.reusable_test_outputs:
+            model_obj["test_outputs"] = {
+                "episodes": episodes_digest(split["test_episodes"]),
+                "outputs": outputs,
+                "labels": [y.cpu() for y in labels],
+                "jitter_escalations": self.counter.escalations - escalations,
+            }
         ctx.save_outputs(predictions_frame(probs, labels), model_obj, stats)
 
     def evaluate(self, ctx: RunContext) -> dict[str, float]:

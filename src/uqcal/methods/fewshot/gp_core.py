@@ -1,7 +1,10 @@
 """Multi-class GP classification core of MD-BFSC (Ke, Cao & Zhou): kernels, mirror descent, GD, ELBO.
 
 Shapes: C classes (one independent GP each), N support points, M query points, S Monte-Carlo samples.
-The variational posterior of class c is q(f^c) = N(m^c, Sigma^c) over the N support points.
+The variational posterior of class c is q(f^c) = N(m^c, Sigma^c) over the N support points. Inference and
+prediction also run on a batch of E same-sized episodes at once (a leading E dimension; samples (E, S, C, N)),
+with their random numbers drawn beforehand in the one-by-one order (``EpisodeNoise``), so that every episode
+gets bit-for-bit what it gets alone (tests/test_fewshot_exact.py).
 
 Mirror descent (Eq. 4) keeps, per class and point, the natural parameters of a Gaussian site
     theta1 = pseudo_target / pseudo_noise,   lam = -2 * theta2 = 1 / pseudo_noise,
@@ -25,6 +28,50 @@ from uqcal.gp.linalg import JitterCounter, psd_safe_cholesky
 
 KERNELS = ("cosine", "rbf", "polynomial")
 SAMPLING = ("marginal", "full_covariance")
+
+
+# ------------------------------------------------------------------------------- episode batches
+def episode_cholesky(matrix: torch.Tensor, counter: JitterCounter | None) -> torch.Tensor:
+    """psd_safe_cholesky of (C, N, N), or of each episode of (E, C, N, N) on its own.
+
+    psd_safe_cholesky adds jitter to a whole batch when one matrix fails; an episode must not get jitter
+    because another episode of its batch needed some, so a failing batch falls back to one call per episode
+    (same factors, same escalation count as one-by-one prediction).
+    """
+    if matrix.dim() <= 3:
+        return psd_safe_cholesky(matrix, counter=counter)
+    factor, info = torch.linalg.cholesky_ex(matrix)
+    if not torch.any(info):
+        return factor
+    return torch.stack([psd_safe_cholesky(m, counter=counter) for m in matrix])
+
+
+class EpisodeNoise:
+    """The standard-normal draws a batch of episodes would take from a generator one episode after another.
+
+    ``schedule`` lists the shapes one episode draws, in order (``marginal_samples`` calls); ``take`` hands out
+    the next one for all E episodes as (E, *shape).
+    """
+
+    def __init__(self, generator, schedule: list[tuple[int, ...]], n_episodes: int, dtype: torch.dtype):
+        draws = [
+            [torch.randn(shape, generator=generator, dtype=dtype, device="cpu") for shape in schedule]
+            for _ in range(n_episodes)
+        ]
+        self._queue = [torch.stack(per_call) for per_call in zip(*draws, strict=True)] if draws else []
+        self._queue.reverse()
+
+    def take(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        if not self._queue:
+            raise RuntimeError("EpisodeNoise: more draws than scheduled")
+        eps = self._queue.pop()
+        if tuple(eps.shape[1:]) != tuple(shape) or eps.dtype != dtype:
+            raise RuntimeError(f"EpisodeNoise: scheduled {tuple(eps.shape[1:])}, asked for {tuple(shape)}")
+        return eps
+
+    def check_used_up(self) -> None:
+        if self._queue:
+            raise RuntimeError(f"EpisodeNoise: {len(self._queue)} scheduled draws were not used")
 
 
 # --------------------------------------------------------------------------------------------- kernels
@@ -72,8 +119,8 @@ class SiteState:
     lam: torch.Tensor  # = -2 theta~2 >= 0 (pseudo-precision)
 
     @classmethod
-    def zeros(cls, n_classes: int, n_points: int, like: torch.Tensor) -> SiteState:
-        z = torch.zeros(n_classes, n_points, dtype=like.dtype, device=like.device)
+    def zeros(cls, shape: tuple[int, ...], like: torch.Tensor) -> SiteState:
+        z = torch.zeros(shape, dtype=like.dtype, device=like.device)
         return cls(z, z.clone())
 
 
@@ -99,7 +146,7 @@ def site_posterior(kernel: torch.Tensor, sites: SiteState, counter: JitterCounte
     n = kernel.shape[-1]
     eye = torch.eye(n, dtype=kernel.dtype, device=kernel.device)
     b = eye + sqrt_lam.unsqueeze(-1) * kernel * sqrt_lam.unsqueeze(-2)
-    chol_b = psd_safe_cholesky(b, counter=counter)
+    chol_b = episode_cholesky(b, counter)
     k_theta = (kernel @ sites.theta1.unsqueeze(-1)).squeeze(-1)
     inner = torch.cholesky_solve((sqrt_lam * k_theta).unsqueeze(-1), chol_b).squeeze(-1)
     alpha = sites.theta1 - sqrt_lam * inner  # K^{-1} m = (I - S B^{-1} S K) theta1
@@ -122,7 +169,13 @@ def kl_to_prior(post: Posterior) -> torch.Tensor:
 
 # ------------------------------------------------------------------------ softmax expectations
 def marginal_samples(mean, var, n_samples, generator=None) -> torch.Tensor:
-    """f_n ~ prod_c N(m_n^c, v_n^c): the only distribution E_q[log p(y_n|f_n)] depends on. (S, C, N)."""
+    """f_n ~ prod_c N(m_n^c, v_n^c): the only distribution E_q[log p(y_n|f_n)] depends on. (S, C, N).
+
+    With an ``EpisodeNoise`` for a batch of episodes, mean/var are (E, C, N) and the samples (E, S, C, N).
+    """
+    if isinstance(generator, EpisodeNoise):
+        eps = generator.take((n_samples, *mean.shape[-2:]), mean.dtype)
+        return mean.unsqueeze(-3) + var.sqrt().unsqueeze(-3) * eps.to(mean.device)
     eps = torch.randn((n_samples, *mean.shape), generator=generator, dtype=mean.dtype, device="cpu")
     return mean + var.sqrt() * eps.to(mean.device)
 
@@ -137,16 +190,16 @@ def full_covariance_samples(post: Posterior, n_samples, counter, generator=None)
 
 def softmax_expectations(samples: torch.Tensor, onehot: torch.Tensor):
     """g_m = E[y - softmax(f)], g_v = 1/2 E[softmax(f)^2 - softmax(f)] (Sec. 3.3, App. C). (C, N) each."""
-    probs = torch.softmax(samples, dim=1)  # over classes
-    g_m = (onehot - probs).mean(0)
-    g_v = 0.5 * (probs**2 - probs).mean(0)
+    probs = torch.softmax(samples, dim=-2)  # over classes
+    g_m = (onehot.unsqueeze(-3) - probs).mean(-3)
+    g_v = 0.5 * (probs**2 - probs).mean(-3)
     return g_m, g_v
 
 
 def expected_log_softmax(samples: torch.Tensor, onehot: torch.Tensor) -> torch.Tensor:
     """sum_n E_q[log p(y_n | f_n)] by MC (S, C, N samples)."""
-    log_probs = torch.log_softmax(samples, dim=1)
-    return (log_probs * onehot).sum(1).mean(0).sum()
+    log_probs = torch.log_softmax(samples, dim=-2)
+    return (log_probs * onehot.unsqueeze(-3)).sum(-2).mean(-2).sum()  # summed over a batch's episodes
 
 
 # ----------------------------------------------------------------------------- mirror descent
@@ -169,8 +222,7 @@ def run_mirror_descent(
     callback: Callable[[int, Posterior], None] | None = None,
 ) -> Posterior:
     """theta~_0 = 0, so q starts at the prior (Alg. 1); returns q after `steps` updates."""
-    n_classes, n_points = kernel.shape[0], kernel.shape[-1]
-    sites = SiteState.zeros(n_classes, n_points, kernel)
+    sites = SiteState.zeros(kernel.shape[:-1], kernel)
     post = site_posterior(kernel, sites, counter)
     if callback is not None:
         callback(0, post)
@@ -241,11 +293,11 @@ def run_gradient_descent(
     callback: Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None,
 ):
     """Euclidean gradient ascent on the ELBO over (m~, L~), starting from the prior (m~ = 0, L~ = I)."""
-    kernel_chol = psd_safe_cholesky(kernel, counter=counter)
-    n_classes, n = kernel.shape[0], kernel.shape[-1]
-    white_mean = torch.zeros(n_classes, n, dtype=kernel.dtype, device=kernel.device, requires_grad=True)
+    kernel_chol = episode_cholesky(kernel, counter)
+    n = kernel.shape[-1]
+    white_mean = torch.zeros(kernel.shape[:-1], dtype=kernel.dtype, device=kernel.device, requires_grad=True)
     eye = torch.eye(n, dtype=kernel.dtype, device=kernel.device)
-    white_tril = eye.expand(n_classes, n, n).clone().requires_grad_(True)
+    white_tril = eye.expand(kernel.shape).clone().requires_grad_(True)
     if callback is not None:
         callback(0, kernel_chol, white_mean, white_tril)
     for step in range(steps):
@@ -281,7 +333,7 @@ def site_predictive(post: Posterior, k_sq: torch.Tensor, k_qq_diag: torch.Tensor
 def predictive_logit_samples(mu, var, n_samples, generator=None) -> torch.Tensor:
     """Samples of f* (S, M, C) from prod_c N(mu*_c, var*_c); Eq. 6a averages softmax over them."""
     samples = marginal_samples(mu, var, n_samples, generator)  # (S, C, M)
-    return samples.transpose(1, 2)
+    return samples.transpose(-2, -1)
 
 
 def mc_softmax(logit_samples: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
