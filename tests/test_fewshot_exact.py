@@ -117,6 +117,8 @@ def test_cpu_adam_matches_torch_adam_step_for_step():
         for (name, p), q in zip(ours_model.named_parameters(), ref_model.parameters(), strict=True):
             assert torch.equal(p, q), (step, name)
     assert not CpuAdam.supports([{"params": [torch.zeros(2, dtype=torch.complex64)], "lr": 1e-3}])
+    assert not CpuAdam.supports([{"params": [torch.zeros(2)], "lr": 1e-3, "weight_decay": 0.1}])
+    assert not CpuAdam.supports([{"params": [torch.zeros(2)], "lr": torch.tensor(1e-3)}])
 
 
 TINY = {"train_episodes": 2, "width": 8, "n_pred_samples": 40, "inner_steps_test": 3}

@@ -122,9 +122,9 @@ class CpuAdam:
     """``torch.optim.Adam`` (default settings) on CPU tensors, step for step the same arithmetic.
 
     torch's Adam on CPU takes its single-tensor path; this repeats that path's operations with the same
-    Python scalars, so parameters come out bit-identical (tests/test_fewshot_core.py checks it against
+    Python scalars, so parameters come out bit-identical (tests/test_fewshot_exact.py checks it against
     torch.optim.Adam). The point is cost, not behaviour: the first ``torch.optim`` optimiser imports
-    ``torch._dynamo``, about 2 CPU seconds per training process, more than a fifth of a job's meta-training.
+    ``torch._dynamo``, about 2 CPU seconds per training process, a sixth of a seed's meta-training.
     Parameters without a gradient are skipped and keep no state, as in torch.
     """
 
@@ -137,10 +137,15 @@ class CpuAdam:
 
     @staticmethod
     def supports(param_groups: list[dict]) -> bool:
+        """Groups of only params and a float lr, on dense real CPU tensors (torch's single-tensor path)."""
         return all(
-            p.device.type == "cpu" and p.dtype in (torch.float32, torch.float64) and not p.is_sparse
+            set(group) == {"params", "lr"}
+            and isinstance(group["lr"], (int, float))
+            and all(
+                p.device.type == "cpu" and p.dtype in (torch.float32, torch.float64) and not p.is_sparse
+                for p in group["params"]
+            )
             for group in param_groups
-            for p in group["params"]
         )
 
     def zero_grad(self, set_to_none: bool = True) -> None:
