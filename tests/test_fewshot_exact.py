@@ -224,3 +224,45 @@ def test_batched_episode_prediction_matches_one_by_one(inference, k_shot):
     if inference == "gd" and k_shot == 1:
         assert ref_esc > 0  # the per-episode jitter path was exercised
     assert method.episode_batch_size(split["val_episodes"][0]) > 1
+
+
+def test_elbo_curves_with_common_noise_match_reseeded_generators():
+    """The convergence curves draw their common random numbers once (``CommonNoise``); the reference
+    re-seeds a fresh generator before every ELBO evaluation, as the curves were first written."""
+    from uqcal.gp.linalg import JitterCounter
+    from uqcal.methods.fewshot.gp_core import (
+        ClassKernels,
+        dense_elbo,
+        md_elbo,
+        run_gradient_descent,
+        run_mirror_descent,
+        softmax_expectations_fn,
+    )
+    from uqcal.methods.fewshot.md import MirrorDescentGP
+
+    torch.manual_seed(0)
+    kernels = ClassKernels("cosine", 3)
+    with torch.no_grad():
+        (x,) = kernels.prepare(torch.randn(7, 4))
+        kernel = kernels(x)
+    onehot = F.one_hot(torch.tensor([0, 1, 2, 0, 1, 2, 0]), 3).T.float()
+    method = MirrorDescentGP({"convergence_steps": 4, "convergence_mc_samples": 50, "n_mc_samples": 16})
+    method.counter = JitterCounter()
+    seed = 11
+    md_curve, gd_curve = method.elbo_curves(kernel, onehot, seed)
+
+    ref_md, ref_gd = [], []
+    rho, n_mc = method.params["convergence_rho"], 50
+    with torch.no_grad():
+        expectations = softmax_expectations_fn(onehot, "marginal", 16, None, torch.Generator().manual_seed(seed + 1))
+        run_mirror_descent(
+            kernel, expectations, 4, rho,
+            callback=lambda _s, post: ref_md.append(float(md_elbo(post, onehot, n_mc, torch.Generator().manual_seed(seed)))),
+        )
+
+    def record_gd(_s, chol, mean, tril):
+        with torch.no_grad():
+            ref_gd.append(float(dense_elbo(chol, mean, tril, onehot, n_mc, torch.Generator().manual_seed(seed))))
+
+    run_gradient_descent(kernel, onehot, 4, rho, 16, None, torch.Generator().manual_seed(seed + 2), callback=record_gd)
+    assert md_curve == ref_md and gd_curve == ref_gd and len(md_curve) == 5

@@ -74,6 +74,22 @@ class EpisodeNoise:
             raise RuntimeError(f"EpisodeNoise: {len(self._queue)} scheduled draws were not used")
 
 
+class CommonNoise:
+    """Common random numbers: the same draw for every call of a shape, exactly what a generator freshly
+    seeded with `seed` before each call gives, drawn once (ELBO curves evaluate hundreds of times)."""
+
+    def __init__(self, seed: int):
+        self.seed = int(seed)
+        self._draws: dict = {}
+
+    def take(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        key = (tuple(shape), dtype)
+        if key not in self._draws:
+            generator = torch.Generator().manual_seed(self.seed)
+            self._draws[key] = torch.randn(shape, generator=generator, dtype=dtype, device="cpu")
+        return self._draws[key]
+
+
 # --------------------------------------------------------------------------------------------- kernels
 class ClassKernels(nn.Module):
     """One ScaleKernel per class over a shared base kernel on L2-normalised deep features (App. E.4).
@@ -176,7 +192,10 @@ def marginal_samples(mean, var, n_samples, generator=None) -> torch.Tensor:
     if isinstance(generator, EpisodeNoise):
         eps = generator.take((n_samples, *mean.shape[-2:]), mean.dtype)
         return mean.unsqueeze(-3) + var.sqrt().unsqueeze(-3) * eps.to(mean.device)
-    eps = torch.randn((n_samples, *mean.shape), generator=generator, dtype=mean.dtype, device="cpu")
+    if isinstance(generator, CommonNoise):
+        eps = generator.take((n_samples, *mean.shape), mean.dtype)
+    else:
+        eps = torch.randn((n_samples, *mean.shape), generator=generator, dtype=mean.dtype, device="cpu")
     return mean + var.sqrt() * eps.to(mean.device)
 
 

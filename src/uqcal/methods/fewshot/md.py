@@ -18,6 +18,7 @@ from .backbones import build_backbone
 from .common import Episode, EpisodeData, EpisodicMethod
 from .gp_core import (
     ClassKernels,
+    CommonNoise,
     EpisodeNoise,
     dense_elbo,
     gd_posterior_predictive,
@@ -194,15 +195,14 @@ class MirrorDescentGP(EpisodicMethod):
         md_curve: list[float] = []
         gd_curve: list[float] = []
 
-        def crn():  # common random numbers: every ELBO evaluation uses the same draws
-            return torch.Generator().manual_seed(seed)
+        crn = CommonNoise(seed)  # common random numbers: every ELBO evaluation uses the same draws
 
         def record_md(_step, post):
-            md_curve.append(float(md_elbo(post, onehot, n_mc, crn())))
+            md_curve.append(float(md_elbo(post, onehot, n_mc, crn)))
 
         def record_gd(_step, kernel_chol, mean, tril):
             with torch.no_grad():
-                gd_curve.append(float(dense_elbo(kernel_chol, mean, tril, onehot, n_mc, crn())))
+                gd_curve.append(float(dense_elbo(kernel_chol, mean, tril, onehot, n_mc, crn)))
 
         gen = torch.Generator().manual_seed(seed + 1)
         with torch.no_grad():
