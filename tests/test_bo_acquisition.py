@@ -74,3 +74,65 @@ def test_sigma_mode_widens_with_an_overconfident_map(model_and_data):
     base = UpperConfidenceBound(model, beta=16.0, maximize=False)  # 2 * sqrt(4) = sqrt(16)
     with torch.no_grad():
         np.testing.assert_allclose(wide(x).numpy(), base(x).numpy(), rtol=1e-3, atol=1e-6)
+
+
+def _botorch_mean_and_sigma(monkeypatch):
+    from botorch.acquisition.analytic import AnalyticAcquisitionFunction
+
+    monkeypatch.setattr(CalibratedAcquisition, "_mean_and_sigma", AnalyticAcquisitionFunction._mean_and_sigma)
+
+
+@pytest.mark.parametrize("kernel,d", [("rbf", 1), ("rbf", 2), ("matern52", 2)])
+def test_posterior_moments_are_bit_identical_to_botorchs_posterior(monkeypatch, kernel, d):
+    # The reference is botorch's AnalyticAcquisitionFunction._mean_and_sigma (model.posterior through gpytorch).
+    from uqcal.methods.bo.acquisition import posterior_moments
+
+    g = torch.Generator().manual_seed(d)
+    train_x = torch.rand(9, d, dtype=torch.float64, generator=g)
+    train_y = torch.sin(6 * train_x).sum(-1)
+    model, _ = fit_gp(train_x, train_y, kernel)
+    best = float(train_y.min())
+    assert posterior_moments(model, train_x[:1].unsqueeze(0)) is None  # no prediction caches yet: botorch's path
+    cases = []
+    for kind in ("ei", "pi", "ucb"):
+        for mode, recal in (("sigma", RecalibrationMap.identity_map()), ("sigma", _widening_map()),
+                            ("quantile", _widening_map())):
+            acq = CalibratedAcquisition(model, kind, best, recal, 4.0, mode)
+            for shape, grad in (((64, 1, d), False), ((2, 1, d), True), ((3, 1, d), True)):
+                x = torch.rand(*shape, dtype=torch.float64, generator=g)
+                if shape[0] == 3:
+                    x[1] = train_x[0]  # (near-)zero posterior variance: exercises the variance clamps
+                cases.append((acq, x, grad))
+    with torch.no_grad():
+        cases[0][0](cases[0][1])  # botorch builds the prediction caches both paths then share
+
+    def evaluate(acq, x, grad):
+        x = x.clone().requires_grad_(grad)
+        with torch.set_grad_enabled(grad):
+            value = acq(x)
+            return value.detach(), torch.autograd.grad(value.sum(), x)[0] if grad else None
+
+    fast = [evaluate(*case) for case in cases]
+    assert posterior_moments(model, cases[0][1]) is not None
+    _botorch_mean_and_sigma(monkeypatch)
+    reference = [evaluate(*case) for case in cases]
+    for (value, grad), (value_ref, grad_ref) in zip(fast, reference, strict=True):
+        assert torch.equal(value, value_ref)
+        assert grad is None or torch.equal(grad, grad_ref)
+
+
+def test_optimize_acqf_proposes_the_same_point_as_with_botorchs_posterior(monkeypatch, model_and_data):
+    from botorch.optim import optimize_acqf
+
+    model, best, _ = model_and_data
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+
+    def propose():
+        torch.manual_seed(3)
+        acq = CalibratedAcquisition(model, "ei", best, _widening_map())
+        return optimize_acqf(acq, bounds=bounds, q=1, num_restarts=2, raw_samples=64)
+
+    fast = propose()
+    _botorch_mean_and_sigma(monkeypatch)
+    reference = propose()
+    assert torch.equal(fast[0], reference[0]) and torch.equal(fast[1], reference[1])
