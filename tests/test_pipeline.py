@@ -123,6 +123,26 @@ def test_the_in_process_dvc_commit_writes_what_the_dvc_cli_writes(smoke_run, tmp
     assert locks[0]["stages"] and locks[0] == locks[1]
 
 
+def test_a_partial_run_commits_the_stages_it_produced(smoke_run, tmp_path):
+    # One family run alone (`snakemake results/rio/summary.csv`): the other stages' outputs do not exist.
+    import shutil
+
+    from uqcal.dvc import _commit_in_process
+
+    full = yaml.safe_load((smoke_run / "dvc.lock").read_text())["stages"]
+    copy = tmp_path / "partial"
+    shutil.copytree(smoke_run, copy, symlinks=True, ignore=shutil.ignore_patterns("cache", "tmp"))
+    (copy / "dvc.lock").unlink()
+    shutil.rmtree(copy / "results/bo")
+    assert _commit_in_process(copy)
+    partial = yaml.safe_load((copy / "dvc.lock").read_text())["stages"]
+    touches_bo = {name for name, stage in full.items()
+                  if any(item["path"].startswith("results/bo") for item in stage.get("outs", []) + stage["deps"])}
+    assert touches_bo and partial
+    assert set(partial) == set(full) - touches_bo
+    assert all(partial[name] == full[name] for name in partial)
+
+
 def test_families_built_in_parallel_give_the_same_report(smoke_run, tmp_path):
     from uqcal.report.build import build_reports
 

@@ -15,6 +15,10 @@ from uqcal.config import (
     split_batch_job,
 )
 from uqcal.api import get_entry
+from uqcal.snakemake_fixes import single_reevaluation_timer
+
+# Snakemake's scheduler otherwise grows one never-ending timer chain per job event (uqcal/snakemake_fixes.py).
+single_reevaluation_timer()
 
 CONFIG_FILE = (
     str(workflow.overwrite_configfiles[-1]) if workflow.overwrite_configfiles else "config/config.yaml"
