@@ -97,3 +97,35 @@ def test_config_value_conflicting_with_a_registered_variant_is_named(smoke_raw):
         _prepare(cfg)
     cfg["families"]["qr"]["methods"]["dvi_qr"] = {"lam": 1.0}  # restating the defining value is fine
     assert any(r.method == "dvi_qr" for r in iter_runs(_prepare(cfg)))
+
+
+def test_per_dataset_resources_name_an_unknown_dataset(smoke_raw):
+    cfg = copy.deepcopy(smoke_raw)
+    cfg["families"]["rio"]["resources"]["per_dataset"] = {"diamnds": {"gpu": 1}}
+    with pytest.raises(ConfigError, match=r"families\.rio\.resources\.per_dataset\.diamnds"):
+        _prepare(cfg)
+
+
+def test_per_dataset_resources_reach_only_that_datasets_train_jobs(tmp_path):
+    # paper.yaml gives the CNN objectives a GPU; the other BO jobs of the family must not ask for one.
+    root = copy_repo(tmp_path / "repo")
+    cfg = yaml.safe_load((root / "config/smoke.yaml").read_text())
+    rio = cfg["families"]["rio"]
+    rio["datasets"] = ["concrete", "diabetes"]
+    rio["resources"] = {"mem_mb": 1000, "gpu": 0, "per_dataset": {"diabetes": {"gpu": 1, "mem_mb": 2345}}}
+    (root / "config/res.yaml").write_text(yaml.safe_dump(cfg))
+    proc = snakemake(["-n", "results/rio/summary.csv", "--configfile", "config/res.yaml"], root)
+    jobs = proc.stdout.split("\n\n")
+    train = {}
+    for block in jobs:
+        if "rule train:" not in block or "results/rio/" not in block:
+            continue
+        output = next(line for line in block.splitlines() if "output:" in line)
+        resources = next(line for line in block.splitlines() if "resources:" in line)
+        train[output.split("results/rio/")[1]] = resources
+    assert train, proc.stdout[-2000:]
+    for output, resources in train.items():
+        if output.startswith("diabetes/"):
+            assert "gpu=1" in resources and "mem_mb=2345" in resources, (output, resources)
+        else:
+            assert "gpu=0" in resources and "mem_mb=1000" in resources, (output, resources)

@@ -90,6 +90,27 @@ def test_deep_kernel_posterior_is_gpytorch_on_encoded_inputs_with_neural_mean(da
             torch.testing.assert_close(v[b].detach(), ref_var, atol=1e-5, rtol=0)
 
 
+def test_posterior_also_at_support_equals_predicting_the_support_points_as_queries(data):
+    # The GMM centres (Eq. 7) are the predictive CDF at the support points: the shortcut that reuses the
+    # support rows' network outputs and kernel block must equal passing those points again as queries.
+    torch.manual_seed(0)
+    model = MetaCal({}).build(data).double()
+    ep = data.val[:4]
+    f, v = model.posterior(ep.xs, ep.ys, ep.xq, also_at_support=True)
+    f_ref, v_ref = model.posterior(ep.xs, ep.ys, torch.cat([ep.xq, ep.xs], 1))
+    assert f.shape == f_ref.shape == (4, ep.xq.shape[1] + ep.xs.shape[1])
+    torch.testing.assert_close(f, f_ref, atol=1e-12, rtol=0)
+    torch.testing.assert_close(v, v_ref, atol=1e-12, rtol=0)
+    # and its gradients reach the networks the same way
+    grads = torch.autograd.grad((f * v).sum(), list(model.parameters()), allow_unused=True)
+    grads_ref = torch.autograd.grad((f_ref * v_ref).sum(), list(model.parameters()), allow_unused=True)
+    for g, g_ref in zip(grads, grads_ref, strict=True):
+        if g_ref is None:
+            assert g is None
+        else:
+            torch.testing.assert_close(g, g_ref, atol=1e-10, rtol=1e-10)
+
+
 @pytest.mark.parametrize("normalise", [True, False])
 def test_calibration_map_monotone_and_in_unit_interval(normalise):
     gen = torch.Generator().manual_seed(1)

@@ -128,6 +128,11 @@ def check_semantics(config: dict) -> None:
                         f"families.{family}.settings.{setting}.datasets: {ds!r} is not in "
                         f"families.{family}.datasets"
                     )
+        for ds in ((fam.get("resources") or {}).get("per_dataset") or {}):
+            if ds not in fam["datasets"]:
+                raise ConfigError(
+                    f"families.{family}.resources.per_dataset.{ds}: {ds!r} is not in families.{family}.datasets"
+                )
         table = method_table(family)
         for method, params in fam["methods"].items():
             if method not in table:

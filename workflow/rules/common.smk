@@ -59,8 +59,11 @@ wildcard_constraints:
     seed=r"\d+",
 
 
-def family_resource(family, key, default):
-    return (UQ["families"][family].get("resources") or {}).get(key, default)
+def family_resource(family, key, default, dataset=None):
+    """families.<family>.resources[key], overridden by resources.per_dataset.<dataset>[key]."""
+    resources = UQ["families"][family].get("resources") or {}
+    override = (resources.get("per_dataset") or {}).get(dataset) or {}
+    return override.get(key, resources.get(key, default))
 
 
 def job_json(job):

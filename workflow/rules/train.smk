@@ -25,10 +25,10 @@ rule train:
     threads: 1
     priority: lambda w: 1 if (w.family, w.method) in UPSTREAM else 0
     resources:
-        mem_mb=lambda w: family_resource(w.family, "mem_mb", 4000),
-        runtime=lambda w: family_resource(w.family, "runtime", 60),
-        gpu=lambda w: family_resource(w.family, "gpu", 0),
-        cpus_per_gpu=lambda w: family_resource(w.family, "cpus_per_gpu", 4),
+        mem_mb=lambda w: family_resource(w.family, "mem_mb", 4000, w.dataset),
+        runtime=lambda w: family_resource(w.family, "runtime", 60, w.dataset),
+        gpu=lambda w: family_resource(w.family, "gpu", 0, w.dataset),
+        cpus_per_gpu=lambda w: family_resource(w.family, "cpus_per_gpu", 4, w.dataset),
     shell:
         "uqcal train --job {params.job:q} 2> {log}"
 

@@ -102,11 +102,13 @@ class DeepKernelGP(nn.Module):
             return self.mean_fn(x).squeeze(-1)
         return self.constant_mean.expand(x.shape[:-1])
 
-    def posterior(self, xs, ys, xq):
+    def posterior(self, xs, ys, xq, also_at_support: bool = False):
         """Eqs. (4)-(5) for every task of the batch at once: f (B, Q), v (B, Q) (v includes beta).
 
         Support and query inputs go through g and mu together (one pass each), and one kernel block
-        k(support, support + query) gives both K and k.
+        k(support, support + query) gives both K and k. ``also_at_support`` appends the predictive at the
+        support inputs themselves (columns Q..Q+S; the GMM centres of Eq. 7) from that same block, so the
+        support rows go through the networks once, not twice.
         """
         n_support = xs.shape[1]
         x_all = torch.cat([xs, xq], 1)
@@ -115,9 +117,13 @@ class DeepKernelGP(nn.Module):
         K = scale * torch.exp(-0.5 * squared_distances(z_all[:, :n_support], z_all))  # Eq. (3) without beta
         eye = torch.eye(n_support, dtype=xs.dtype, device=xs.device)
         K_ss = K[..., :n_support] + self.beta * eye
-        k_qq = (scale + self.beta).expand(xq.shape[:2])
         m_s, m_q = m_all[:, :n_support], m_all[:, n_support:]
-        return batched_gp_posterior(K_ss, K[..., n_support:], k_qq, ys, m_s, m_q)
+        K_sq = K[..., n_support:]
+        if also_at_support:  # targets [query, support]: k(support, support) is K's noise-free first block
+            K_sq = torch.cat([K_sq, K[..., :n_support]], -1)
+            m_q = torch.cat([m_q, m_s], -1)
+        k_qq = (scale + self.beta).expand(K_sq.shape[0], K_sq.shape[-1])
+        return batched_gp_posterior(K_ss, K_sq, k_qq, ys, m_s, m_q)
 
 
 class MetaCal(EpisodicMetaMethod):
@@ -183,7 +189,10 @@ class MetaCal(EpisodicMetaMethod):
             f, v = model.posterior(xs, ys, xq)
             return f, v, None
         # One batched solve for the query points and the calibration points together.
-        f_all, v_all = model.posterior(xs, ys, torch.cat([xq, xc], 1))
+        if xc is xs:  # centres at the support points: reuse their network outputs and kernel block
+            f_all, v_all = model.posterior(xs, ys, xq, also_at_support=True)
+        else:
+            f_all, v_all = model.posterior(xs, ys, torch.cat([xq, xc], 1))
         n_query = xq.shape[1]
         f, v = f_all[:, :n_query], v_all[:, :n_query]
         centers = torch.special.ndtr((yc - f_all[:, n_query:]) / v_all[:, n_query:].sqrt())  # Eq. (6)
