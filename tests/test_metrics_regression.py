@@ -115,6 +115,16 @@ def test_ece_uniform_pit_goes_to_zero(rng):
     assert large < small
 
 
+def test_ece_floor_of_a_calibrated_predictive_on_30_query_points(rng):
+    # The report's ECE caption: with N_Q = 30 a perfectly calibrated predictive (uniform PIT) still scores
+    # E|p_hat - p| averaged over P, p_hat ~ Binomial(30, p) / 30; exact expectation 0.0606 (scipy binom).
+    k = np.arange(31)
+    exact = np.mean([(stats.binom.pmf(k, 30, p) * np.abs(k / 30 - p)).sum() for p in R.ECE_LEVELS])
+    assert exact == pytest.approx(0.0606, abs=5e-4)
+    simulated = np.mean([M.ece_iwata(rng.uniform(size=30)) for _ in range(20_000)])
+    assert simulated == pytest.approx(exact, abs=1.5e-3)
+
+
 def test_ece_known_miscalibration_limit(rng):
     # pit = sqrt(U) has CDF p^2 -> ECE -> mean_p |p - p^2| = sum p(1-p) / 9
     # p(1-p): .09 .16 .21 .24 .25 .24 .21 .16 .09 -> 1.65 -> 1.65 / 9 = 0.18333
