@@ -21,6 +21,7 @@ from torch import nn
 
 from uqcal.api import Method, RunContext
 from uqcal.gp.linalg import JitterCounter
+from uqcal.optim import make_adam
 
 from .gp_core import mc_softmax
 
@@ -116,74 +117,6 @@ def predictions_frame(probs_per_episode: list[torch.Tensor], labels_per_episode:
             frame[f"p{c}"] = p[:, c]
         rows.append(frame)
     return pd.concat(rows, ignore_index=True)
-
-
-class CpuAdam:
-    """``torch.optim.Adam`` (default settings) on CPU tensors, step for step the same arithmetic.
-
-    torch's Adam on CPU takes its single-tensor path; this repeats that path's operations with the same
-    Python scalars, so parameters come out bit-identical (tests/test_fewshot_exact.py checks it against
-    torch.optim.Adam). The point is cost, not behaviour: the first ``torch.optim`` optimiser imports
-    ``torch._dynamo``, about 2 CPU seconds per training process, a sixth of a seed's meta-training.
-    Parameters without a gradient are skipped and keep no state, as in torch.
-    """
-
-    betas = (0.9, 0.999)
-    eps = 1e-8
-
-    def __init__(self, param_groups: list[dict]):
-        self.param_groups = [{**group, "params": list(group["params"])} for group in param_groups]
-        self.state: dict[torch.Tensor, dict] = {}
-
-    @staticmethod
-    def supports(param_groups: list[dict]) -> bool:
-        """Groups of only params and a float lr, on dense real CPU tensors (torch's single-tensor path)."""
-        return all(
-            set(group) == {"params", "lr"}
-            and isinstance(group["lr"], (int, float))
-            and all(
-                p.device.type == "cpu" and p.dtype in (torch.float32, torch.float64) and not p.is_sparse
-                for p in group["params"]
-            )
-            for group in param_groups
-        )
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        for group in self.param_groups:
-            for p in group["params"]:
-                p.grad = None
-
-    @torch.no_grad()
-    def step(self) -> None:
-        beta1, beta2 = self.betas
-        for group in self.param_groups:
-            lr = group["lr"]
-            for param in group["params"]:
-                grad = param.grad
-                if grad is None:
-                    continue
-                state = self.state.get(param)
-                if state is None:
-                    zeros = torch.zeros_like(param, memory_format=torch.preserve_format)
-                    state = self.state[param] = {"step": 0, "exp_avg": zeros, "exp_avg_sq": zeros.clone()}
-                state["step"] += 1
-                step = float(state["step"])  # torch keeps a float32 step tensor and reads it with .item()
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                exp_avg.lerp_(grad, 1 - beta1)
-                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-                bias_correction1 = 1 - beta1**step
-                bias_correction2 = 1 - beta2**step
-                step_size = lr / bias_correction1
-                bias_correction2_sqrt = bias_correction2**0.5
-                denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.eps)
-                param.addcdiv_(exp_avg, denom, value=-step_size)
-
-
-def make_adam(param_groups: list[dict]):
-    """CpuAdam where it reproduces torch.optim.Adam exactly (CPU, real dense tensors), else torch's."""
-    if CpuAdam.supports(param_groups):
-        return CpuAdam(param_groups)
-    return torch.optim.Adam(param_groups)
 
 
 class EpisodicMethod(Method):

@@ -12,6 +12,7 @@ import torch
 
 from uqcal.gp.exact import batched_cholesky, batched_gp_posterior
 from uqcal.methods.metareg.episodes import Episodes, MetaRegMethod
+from uqcal.optim import make_adam
 
 
 class _SparseGP(gpytorch.models.ExactGP):
@@ -39,7 +40,7 @@ class AGP(MetaRegMethod):
         model = _SparseGP(X, y, likelihood, inducing).to(device=data.device, dtype=data.dtype)
         model.train()
         likelihood.train()
-        optimiser = torch.optim.Adam(model.parameters(), lr=p["lr"])
+        optimiser = make_adam(model.parameters(), p["lr"])
         mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
         start = time.perf_counter()
         for _ in range(p["iterations"]):

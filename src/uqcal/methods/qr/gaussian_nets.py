@@ -18,6 +18,7 @@ from torch import nn
 
 from uqcal.api import Method, RunContext
 from uqcal.calibration_entropy import QuantileRegularizer, gaussian_nll, gaussian_pit
+from uqcal.optim import make_adam
 
 VARIANCE_RULES = ("mixture", "authors")
 ADVERSARIAL = ("none", "fgsm", "fgsm_authors")
@@ -66,65 +67,22 @@ class Standardiser:
         return (y - self.y_mean) / self.y_std
 
 
-class ForeachAdam:
-    """``torch.optim.Adam(params, lr)`` with its defaults (betas 0.9/0.999, eps 1e-8, no weight decay, no
-    amsgrad) on CPU, bit for bit, for less CPU.
-
-    torch.optim runs its single-tensor loop on CPU: per parameter lerp_, mul_, addcmul_, sqrt, div, add_ and
-    addcdiv_ with Python-float bias corrections. This issues the same per-tensor kernels with the same
-    scalars as seven foreach calls per step, without torch.optim's per-step hooks and without the
-    ``import torch._dynamo`` the first torch.optim optimizer of a process triggers (~3 s CPU per job).
-    tests/test_qr_fastpaths.py compares it with torch.optim.Adam.
-    """
-
-    def __init__(self, params, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
-        self.params = list(params)
-        if not all(p.device.type == "cpu" for p in self.params):
-            raise ValueError("ForeachAdam reproduces torch.optim.Adam's CPU path only")
-        self.lr, (self.beta1, self.beta2), self.eps = float(lr), betas, float(eps)
-        self.exp_avgs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
-        self.exp_avg_sqs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
-        self.steps = 0
-
-    def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
-
-    @torch.no_grad()
-    def step(self) -> None:
-        grads = [p.grad for p in self.params]
-        if any(g is None for g in grads):
-            raise RuntimeError("ForeachAdam.step: every parameter needs a gradient")
-        self.steps += 1
-        step = float(self.steps)  # torch.optim: the float32 step counter's .item()
-        bias_correction1 = 1 - self.beta1**step
-        bias_correction2 = 1 - self.beta2**step
-        step_size = self.lr / bias_correction1
-        bias_correction2_sqrt = bias_correction2**0.5
-        torch._foreach_lerp_(self.exp_avgs, grads, 1 - self.beta1)
-        torch._foreach_mul_(self.exp_avg_sqs, self.beta2)
-        torch._foreach_addcmul_(self.exp_avg_sqs, grads, grads, value=1 - self.beta2)
-        denom = torch._foreach_sqrt(self.exp_avg_sqs)
-        torch._foreach_div_(denom, bias_correction2_sqrt)
-        torch._foreach_add_(denom, self.eps)
-        torch._foreach_addcdiv_(self.params, self.exp_avgs, denom, value=-step_size)
-
-
 def train_member(net: HeteroscedasticMLP, X: torch.Tensor, y: torch.Tensor, params: dict,
                  regularizer: QuantileRegularizer, generator: torch.Generator,
                  fgsm_eps: torch.Tensor | None, reference: bool = False) -> dict:
     """Adam on NLL - lam * H(PIT) over shuffled minibatches; FGSM adds the NLL at x + eps sign(grad_x).
 
     Shortcuts with the same results bit for bit (``reference=True`` turns them off; the tests compare):
-    on CPU `ForeachAdam` stands in for torch.optim.Adam; with lam = 0 the PIT is not computed (the penalty
-    is the constant 0 either way); the backward pass skips the gradient of the inputs, which nothing reads;
+    on CPU `uqcal.optim.make_adam`'s ForeachAdam stands in for torch.optim.Adam; with lam = 0 the PIT is not
+    computed (the penalty is the constant 0 either way); the backward pass skips the gradient of the inputs,
+    which nothing reads;
     and for FGSM with lam = 0 one backward of the clean NLL yields grad_x and the clean part of the
     parameter gradients, the adversarial NLL's backward the other part: the reference's second backward
     recomputes the clean part and sums the same two terms (a + b = b + a).
     """
     plist = list(net.parameters())
     fast = not reference and all(p.device.type == "cpu" for p in plist)
-    optimiser = ForeachAdam(plist, lr=params["lr"]) if fast else torch.optim.Adam(plist, lr=params["lr"])
+    optimiser = make_adam(plist, params["lr"]) if fast else torch.optim.Adam(plist, lr=params["lr"])
     n, batch_size = X.shape[0], int(params["batch_size"])
     adversarial = params["adversarial"]
     one_clean_backward = fast and adversarial == "fgsm" and regularizer.lam == 0.0
