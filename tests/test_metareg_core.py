@@ -90,6 +90,26 @@ def test_deep_kernel_posterior_is_gpytorch_on_encoded_inputs_with_neural_mean(da
             torch.testing.assert_close(v[b].detach(), ref_var, atol=1e-5, rtol=0)
 
 
+def test_episode_sampler_equals_a_full_argsort_of_the_random_keys():
+    # Alg. 1 lines 3-4: support and query are the first N_S + N_Q rows of a random permutation of the task's
+    # rows; the sampler takes them with topk. Reference: the same keys, fully sorted. Ragged task sizes, so
+    # padding (key 2.0) is present in the smaller tasks.
+    X, y, task = sine_tasks(12, 45, 1, seed=5)
+    keep = np.concatenate([np.flatnonzero(task == t)[: 40 + (i % 5)] for i, t in enumerate(np.unique(task))])
+    X, y, task = X[keep], y[keep], task[keep]
+    data = EpisodeData(X, y, task, episode_split(task, n_support=10, n_query=25, seed=0))
+    index = torch.arange(len(data.train_tasks))
+    episodes = data.sample(index, 10, 25, torch.Generator().manual_seed(7))
+    generator = torch.Generator().manual_seed(7)
+    counts, width = data.train_counts[index], data.train_X.shape[1]
+    keys = torch.rand(len(index), width, generator=generator, dtype=torch.float64)
+    keys = keys.masked_fill(torch.arange(width) >= counts[:, None], 2.0)
+    chosen = keys.argsort(-1)[:, :35]
+    assert (chosen < counts[:, None]).all()  # never a padding row
+    assert torch.equal(episodes.xs, data.train_X[index[:, None], chosen][:, :10])
+    assert torch.equal(episodes.yq, data.train_y[index[:, None], chosen][:, 10:])
+
+
 def test_posterior_also_at_support_equals_predicting_the_support_points_as_queries(data):
     # The GMM centres (Eq. 7) are the predictive CDF at the support points: the shortcut that reuses the
     # support rows' network outputs and kernel block must equal passing those points again as queries.
