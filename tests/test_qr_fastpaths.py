@@ -1,12 +1,10 @@
 """The qr family's CPU shortcuts give the same numbers, bit for bit, as the code they replace.
 
 Reference: ``train_member(..., reference=True)`` (torch.optim.Adam, the PIT always computed, FGSM's two
-separate backward passes) and torch.optim.Adam itself for ForeachAdam.
+separate backward passes). The shared optimiser itself is checked against torch.optim.Adam in tests/test_optim.py.
 """
 
 from __future__ import annotations
-
-import copy
 
 import numpy as np
 import pytest
@@ -14,31 +12,8 @@ import torch
 
 from uqcal.calibration_entropy import QuantileRegularizer
 from uqcal.methods.qr.gaussian_nets import HeteroscedasticMLP, train_member
-from uqcal.optim import ForeachAdam
 
 torch.set_num_threads(1)
-
-
-def test_foreach_adam_is_torch_adam():
-    torch.manual_seed(0)
-    net = HeteroscedasticMLP(3, hidden=16, depth=2)
-    ref = copy.deepcopy(net)
-    ours = ForeachAdam(net.parameters(), lr=1e-2)
-    theirs = torch.optim.Adam(ref.parameters(), lr=1e-2)
-    gen = torch.Generator().manual_seed(1)
-    for _ in range(50):
-        grads = [torch.randn(p.shape, generator=gen) * 10 ** torch.randint(-6, 2, (), generator=gen)
-                 for p in net.parameters()]  # fmt: skip
-        for p, q, g in zip(net.parameters(), ref.parameters(), grads, strict=True):
-            p.grad, q.grad = g.clone(), g.clone()
-        ours.step()
-        theirs.step()
-        ours.zero_grad()
-        assert all(p.grad is None for p in net.parameters())
-    for p, q in zip(net.parameters(), ref.parameters(), strict=True):
-        assert torch.equal(p, q)
-    for p, q in zip(net.parameters(), ref.parameters(), strict=True):
-        assert torch.equal(ours.state[p]["exp_avg_sq"], theirs.state[q]["exp_avg_sq"])
 
 
 @pytest.mark.parametrize(
