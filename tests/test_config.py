@@ -129,3 +129,14 @@ def test_per_dataset_resources_reach_only_that_datasets_train_jobs(tmp_path):
             assert "gpu=1" in resources and "mem_mb=2345" in resources, (output, resources)
         else:
             assert "gpu=0" in resources and "mem_mb=1000" in resources, (output, resources)
+
+
+@pytest.mark.parametrize("where", ["family", "per_dataset"])
+def test_resource_key_typo_is_named(smoke_raw, where):
+    cfg = copy.deepcopy(smoke_raw)
+    resources = cfg["families"]["rio"]["resources"]
+    target = resources if where == "family" else resources.setdefault("per_dataset", {}).setdefault("concrete", {})
+    target["gpus"] = 1
+    path = "families.rio.resources" + ("" if where == "family" else ".per_dataset.concrete")
+    with pytest.raises(ConfigError, match=rf"{path.replace('.', chr(92) + '.')}: unknown key.*'gpus'"):
+        _prepare(cfg)

@@ -94,7 +94,7 @@ def validate_schema(config: dict, root: Path) -> None:
         err = errors[0]
         key = ".".join(str(p) for p in err.absolute_path) or "(top level)"
         message = err.message
-        if err.validator == "additionalProperties":
+        if err.validator in ("additionalProperties", "unevaluatedProperties"):
             message = f"unknown key: {message}"
         raise ConfigError(f"config key {key}: {message}")
 

@@ -82,7 +82,8 @@ def train_member(net: HeteroscedasticMLP, X: torch.Tensor, y: torch.Tensor, para
     """
     plist = list(net.parameters())
     fast = not reference and all(p.device.type == "cpu" for p in plist)
-    optimiser = make_adam(plist, params["lr"]) if fast else torch.optim.Adam(plist, lr=params["lr"])
+    # make_adam is torch.optim.Adam bit for bit (and is torch.optim.Adam itself off the CPU)
+    optimiser = torch.optim.Adam(plist, lr=params["lr"]) if reference else make_adam(plist, params["lr"])
     n, batch_size = X.shape[0], int(params["batch_size"])
     adversarial = params["adversarial"]
     one_clean_backward = fast and adversarial == "fgsm" and regularizer.lam == 0.0
