@@ -15,18 +15,21 @@ REGISTRY = {
     "ozone": {
         "kind": "multitask_regression",
         "stands_in_for": "AHM / MAT spatial climate regions (Iwata & Kumagai)",
+        "paper_dataset": {"metareg": "AHM"},
     },
     "concrete": {
         "kind": "single_task_regression",
-        "paper_dataset": "UCI Concrete Compressive Strength (RIO: CCS; QR: Concrete)",
+        "paper_dataset": {"rio": "CCS", "qr": "Concrete Strength"},
     },
     "diabetes": {
         "kind": "single_task_regression",
         "stands_in_for": "a small UCI regression set (RIO: yacht/ENB scale)",
+        "paper_dataset": {"rio": "yacht"},
     },
     "glyphs2digits": {
         "kind": "fewshot_classification",
         "stands_in_for": "Omniglot -> EMNIST cross-domain (MD-BFSC)",
+        "paper_dataset": {"fewshot": "Omniglot->EMNIST"},
     },
     "forrester": {"kind": "optimisation_objective"},
 }
