@@ -222,7 +222,7 @@ def check_frame(name: str, spec: dict, frame: pd.DataFrame) -> tuple[pd.DataFram
         bad[numeric] |= ~np.isfinite(block[numeric].to_numpy(dtype=float, na_value=np.nan))
     bad_rows = bad.any(axis=1).to_numpy()
     if bad_rows.any():
-        per_column = {c: int(n) for c, n in bad.sum().items() if n}
+        per_column = {c: int(bad[c].sum()) for c in frame.columns if c in bad and bad[c].any()}
         policy = spec.get("missing", "error")
         if policy == "drop":
             frame = frame.loc[~bad_rows].reset_index(drop=True)
@@ -303,7 +303,7 @@ def check_partition(dataset: str, what: str, n_items: int, fractions, needed: in
     short = [part for part, size in zip(("train", "val", "test"), sizes, strict=True) if size < needed]
     if short:
         raise DataValidationError(
-            f"dataset {dataset!r}: {n_items} eligible {what} split by fractions {list(np.round(fractions, 3))} give "
+            f"dataset {dataset!r}: {n_items} eligible {what} split by fractions {[round(float(f), 3) for f in fractions]} give "
             f"train {sizes[0]} / val {sizes[1]} / test {sizes[2]}; every part needs at least {needed} "
             f"({', '.join(short)} do not). {hint}"
         )
