@@ -97,6 +97,18 @@ def bo_predictions(rng: np.random.Generator, iterations: int, drift: float) -> p
     )
 
 
+def plan_of(results: Path, seeds: int) -> dict:
+    """``families:`` of a config that plans exactly the runs written under ``results`` (seeds 0..seeds-1)."""
+    families: dict = {}
+    for method_dir in sorted(p for p in results.glob("*/*/*/*") if p.is_dir()):
+        family, dataset, setting, method = method_dir.parts[-4:]
+        fam = families.setdefault(family, {"datasets": [], "seeds": seeds, "settings": {}, "methods": {}})
+        fam["datasets"] += [dataset] if dataset not in fam["datasets"] else []
+        fam["settings"].setdefault(setting, {"n_support": int(setting[2:])} if family == "metareg" else {})
+        fam["methods"].setdefault(method, {})
+    return families
+
+
 def build_smoke_like_tree(root: Path, seeds: int = 4, rio_datasets=("concrete", "diabetes")) -> dict:
     """A results/ + data/ + logs/ tree that exercises every family's page (a few methods each)."""
     rng = np.random.default_rng(0)
@@ -184,7 +196,7 @@ def build_smoke_like_tree(root: Path, seeds: int = 4, rio_datasets=("concrete", 
     config = {
         "dataset_registry": [],
         "datasets": REGISTRY,
-        "families": {"metareg": {"settings": {"ns10": {"n_support": 10}, "ns20": {"n_support": 20}}}},
+        "families": plan_of(results, seeds),
         "report": {"title": "test report"},
     }
     config_path = root / "config" / "test.yaml"

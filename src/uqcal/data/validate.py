@@ -170,7 +170,9 @@ def role_columns(spec: dict, frame: pd.DataFrame) -> dict[str, list[str]]:
     """The columns a dataset uses, by role: target, task, group and features (``auto`` resolved)."""
     roles = {role: [spec[role]] for role in ("target", "task", "group") if spec.get(role) and spec[role] in frame}
     features = spec.get("features", "auto")
-    if features == "auto":
+    if spec.get("kind") == "fewshot_classification" and features == "auto":
+        roles["features"] = []  # few-shot methods read the images (px columns) only
+    elif features == "auto":
         taken = {spec.get("target"), spec.get("task"), spec.get("group"), "domain"}
         roles["features"] = [c for c in frame.columns if c not in taken and not c.startswith("px")]
     else:
