@@ -216,15 +216,22 @@ def check_frame(name: str, spec: dict, frame: pd.DataFrame) -> tuple[pd.DataFram
     used = list(dict.fromkeys(c for cols in roles.values() for c in cols))
     record: dict = {}
 
-    # Missing values (and infinities, which no method can use either) in the columns the dataset uses.
-    block = frame[used]
-    bad = block.isna()
-    numeric = [c for c in used if pd.api.types.is_numeric_dtype(block[c]) and not pd.api.types.is_bool_dtype(block[c])]
-    if numeric:
-        bad[numeric] |= ~np.isfinite(block[numeric].to_numpy(dtype=float, na_value=np.nan))
-    bad_rows = bad.any(axis=1).to_numpy()
+    # Missing values (and infinities, which no method can use either) in the columns the dataset uses,
+    # column by column: numpy integer and bool columns hold neither, so wide pixel tables cost nothing.
+    bad_rows = np.zeros(len(frame), dtype=bool)
+    per_column = {}
+    for column in used:
+        values = frame[column]
+        if isinstance(values.dtype, np.dtype) and values.dtype.kind in "iub":
+            continue
+        bad = values.isna().to_numpy().copy()
+        if isinstance(values.dtype, np.dtype) and values.dtype.kind == "f":
+            bad |= np.isinf(values.to_numpy())
+        if bad.any():
+            per_column[column] = int(bad.sum())
+            bad_rows |= bad
     if bad_rows.any():
-        per_column = {c: int(bad[c].sum()) for c in frame.columns if c in bad and bad[c].any()}
+        per_column = {c: per_column[c] for c in frame.columns if c in per_column}
         policy = spec.get("missing", "error")
         if policy == "drop":
             frame = frame.loc[~bad_rows].reset_index(drop=True)
