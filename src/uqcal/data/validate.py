@@ -70,6 +70,31 @@ def dataset_spec_problems(name: str, spec: dict) -> list[str]:
     if spec.get("missing", "error") not in MISSING_POLICIES:
         problems.append(f"{key}.missing: {spec['missing']!r} is not one of {list(MISSING_POLICIES)}")
     problems += reshape_problems(name, spec.get("reshape"))
+    problems += source_problems(name, spec.get("source") or {})
+    return problems
+
+
+# Sources whose keys are known without the data: module, required keys.
+_CHECKED_SOURCES = {"csv": ("uqcal.data.sources.csv", ("path",)), "url": ("uqcal.data.sources.url", ("url",)),
+                    "array": ("uqcal.data.sources.array", ())}
+
+
+def source_problems(name: str, source: dict) -> list[str]:
+    import importlib
+
+    kind = source.get("type")
+    if kind not in _CHECKED_SOURCES:
+        return []
+    module, required = _CHECKED_SOURCES[kind]
+    allowed = importlib.import_module(module).SPEC_KEYS
+    key = f"datasets.{name}.source"
+    problems = []
+    unknown = sorted(set(source) - set(allowed))
+    if unknown:
+        problems.append(f"{key}: unknown key(s) {unknown} for a {kind} source; allowed: {sorted(set(allowed) - {'type'})}")
+    problems += [f"{key}: a {kind} source needs `{r}:`" for r in required if not source.get(r)]
+    if kind == "array" and bool(source.get("path")) == bool(source.get("sample_data")):
+        problems.append(f"{key}: an array source needs exactly one of `path:` or `sample_data:`")
     return problems
 
 
