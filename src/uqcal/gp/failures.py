@@ -32,7 +32,10 @@ class FitFailures:
         """For a ``uqcal.api.RunContext`` (or None: library use, logged without a run name)."""
         if ctx is None:
             return cls()
-        return cls(ctx.log, f"{ctx.family}/{ctx.dataset}/{ctx.setting}/{ctx.method}/seed{ctx.seed}")
+        parts = [getattr(ctx, key, None) for key in ("family", "dataset", "setting", "method")]
+        seed = getattr(ctx, "seed", None)
+        run = "/".join(map(str, parts)) + f"/seed{seed}" if None not in parts and seed is not None else ""
+        return cls(getattr(ctx, "log", None), run)
 
     def record(self, what: str) -> None:
         self.count += 1
