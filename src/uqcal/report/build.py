@@ -236,14 +236,14 @@ def build_reports(
     results_dir: Path,
     out_dir: Path,
     data_dir: Path,
-    logs_dir: Path,
+    records_dir: Path,
     reference_dir: Path | None = None,
     families: list[str] | None = None,
     spec_dir: Path | None = None,
     jobs: int = 1,
 ) -> Path:
     """Write ``out_dir/index.html`` and ``out_dir/<family>/...``; return the index path."""
-    results_dir, out_dir, data_dir, logs_dir = map(Path, (results_dir, out_dir, data_dir, logs_dir))
+    results_dir, out_dir, data_dir, records_dir = map(Path, (results_dir, out_dir, data_dir, records_dir))
     base = Path.cwd()
     if reference_dir is None:
         candidate = Path(config_path).resolve().parent / "reference"
@@ -253,7 +253,7 @@ def build_reports(
     if unknown:
         raise ValueError(f"unknown report families {unknown}; known: {list(FAMILIES)}")
     registry = dataset_registry(config, base)
-    prov = collect(config_path, base, logs_dir, data_dir)
+    prov = collect(config_path, base, records_dir, data_dir)
     tasks = [(family, load_spec(family, spec_dir), config, registry, results_dir, out_dir, Path(reference_dir))
              for family in families]
     if jobs > 1 and len(tasks) > 1:
@@ -279,7 +279,7 @@ def add_report_subparser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--results", default="results")
     parser.add_argument("--out", default="reports")
     parser.add_argument("--data", default="data")
-    parser.add_argument("--logs", default="logs")
+    parser.add_argument("--records", default=".uqcal/records")
     parser.add_argument("--families", nargs="*", default=None)
     parser.set_defaults(func=main_report)
     return parser
@@ -298,7 +298,7 @@ def main_report(args) -> int:
         Path(args.results),
         Path(args.out),
         Path(args.data),
-        Path(args.logs),
+        Path(args.records),
         families=args.families,
     )
     print(index)

@@ -1,12 +1,11 @@
 """Provenance shown on every report page: config + hash, git state, package versions, device, per-rule
-wall-clock from Snakemake ``benchmark:`` files and the dataset provenance records."""
+wall-clock, CPU and memory from the job records (uqcal.jobs) and the dataset provenance records."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -42,7 +41,7 @@ class Provenance:
     packages: dict[str, str]
     device: str
     python: str
-    benchmarks: pd.DataFrame = field(default_factory=pd.DataFrame)  # rule, job, seconds, max_rss
+    benchmarks: pd.DataFrame = field(default_factory=pd.DataFrame)  # rule, job, seconds, cpu_seconds, max_rss_mb
     datasets: dict[str, dict] = field(default_factory=dict)
 
 
@@ -116,54 +115,23 @@ def device_description() -> str:
     return f"CPU: {cpu_model()}"
 
 
-# The last line every pipeline step logs (uqcal.cli._log_resources): the job's own account, which stays right
-# when the job ran in the preload worker and Snakemake's benchmark only saw the thin client.
-_RESOURCE_LINE = re.compile(r"uqcal \w+: ([0-9.]+) s wall, ([0-9.]+) s CPU, peak RSS ([0-9.]+) MB")
+def read_job_resources(records_dir: Path) -> pd.DataFrame:
+    """Wall time, CPU time and peak memory of every pipeline job, as each job measured itself.
 
-
-def _logged_resources(log_path: Path) -> tuple[float, float] | None:
-    """(CPU seconds, peak RSS MB) from a job log's last resource line, if any."""
-    try:
-        text = log_path.read_text(errors="replace")
-    except OSError:
-        return None
-    found = _RESOURCE_LINE.findall(text)
-    if not found:
-        return None
-    _, cpu, rss = found[-1]
-    return float(cpu), float(rss)
-
-
-def read_benchmarks(logs_dir: Path) -> pd.DataFrame:
-    """Snakemake benchmark TSVs under ``<logs_dir>/bench/<rule>/...tsv`` (columns s, h:m:s, max_rss, ...).
-
-    Wall seconds come from the benchmark; CPU seconds and peak memory from the job's own log line
-    (``<logs_dir>/<rule>/....log``) when it has one, else from the benchmark.
+    Read from the job records (``<records_dir>/<rule>/<job>.json``, written by uqcal.jobs), which are
+    outputs of their jobs and DVC stages, so a report rebuilt after `dvc pull` still has every job's row.
     """
     rows = []
-    root = Path(logs_dir) / "bench"
-    for path in sorted(root.rglob("*.tsv")) if root.is_dir() else []:
+    root = Path(records_dir)
+    for path in sorted(root.rglob("*.json")) if root.is_dir() else []:
         try:
-            frame = pd.read_csv(path, sep="\t")
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+            used = json.loads(path.read_text())["resources"]
+            row = {"seconds": float(used["wall_seconds"]), "cpu_seconds": float(used["cpu_seconds"]),
+                   "max_rss_mb": float(used["max_rss_mb"])}
+        except (OSError, ValueError, KeyError, TypeError):
             continue
-        if "s" not in frame.columns or frame.empty:
-            continue
-        rel = path.relative_to(root)
-        cpu = float(pd.to_numeric(frame.get("cpu_time", pd.Series([float("nan")])), errors="coerce").mean())
-        rss = float(pd.to_numeric(frame.get("max_rss", pd.Series([float("nan")])), errors="coerce").mean())
-        logged = _logged_resources(Path(logs_dir) / rel.with_suffix(".log"))
-        if logged is not None:
-            cpu, rss = logged
-        rows.append(
-            {
-                "rule": rel.parts[0],
-                "job": str(rel.with_suffix(""))[len(rel.parts[0]) + 1 :] or rel.stem,
-                "seconds": float(frame["s"].mean()),
-                "cpu_seconds": cpu,
-                "max_rss_mb": rss,
-            }
-        )
+        rel = path.relative_to(root).with_suffix("")
+        rows.append({"rule": rel.parts[0], "job": "/".join(rel.parts[1:]) or rel.parts[0], **row})
     return pd.DataFrame(rows, columns=["rule", "job", "seconds", "cpu_seconds", "max_rss_mb"])
 
 
@@ -181,7 +149,7 @@ def read_dataset_records(data_dir: Path, names: list[str] | None = None) -> dict
     return records
 
 
-def collect(config_path: str | Path, repo: Path, logs_dir: Path, data_dir: Path) -> Provenance:
+def collect(config_path: str | Path, repo: Path, records_dir: Path, data_dir: Path) -> Provenance:
     commit, dirty = git_state(Path(repo))
     return Provenance(
         config_path=str(config_path),
@@ -191,6 +159,6 @@ def collect(config_path: str | Path, repo: Path, logs_dir: Path, data_dir: Path)
         packages=package_versions(),
         device=device_description(),
         python=platform.python_version(),
-        benchmarks=read_benchmarks(logs_dir),
+        benchmarks=read_job_resources(records_dir),
         datasets=read_dataset_records(data_dir),
     )
