@@ -30,6 +30,7 @@ import logging
 import os
 import re
 import resource
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -284,16 +285,20 @@ def source_files(job: Job) -> list[str]:
     """
     files = sorted(_module_path(m) for m in _closure(tuple(code_roots(job))))
     if job.rule == "report":
-        repo = SRC.parent.parent
-        for folder in (SRC / "report", repo / "config" / "reference"):
-            files += sorted(str(p.relative_to(repo)) for p in folder.rglob("*") if p.is_file() and p.suffix == ".yaml")
+        files += sorted(f"src/uqcal/{p.relative_to(SRC).as_posix()}" for p in (SRC / "report").rglob("*.yaml"))
+        files += sorted(p.as_posix() for p in Path("config/reference").glob("*.yaml"))
     return files
 
 
 def _module_path(module: str) -> str:
-    """src/uqcal/... path of a uqcal module, relative to the repository root."""
-    path = _module_file(module)
-    return str(path.relative_to(SRC.parent.parent))
+    """src/uqcal/... path of a uqcal module, as the repository (and dvc.yaml) names it."""
+    return f"src/uqcal/{_module_file(module).relative_to(SRC).as_posix()}"
+
+
+def _source_file(rel: str) -> Path:
+    """Where a source path of `source_files` is read from: uqcal's own folder (wherever Python imports it from)
+    for src/uqcal/..., the working directory (the repository) otherwise."""
+    return SRC / rel.removeprefix("src/uqcal/") if rel.startswith("src/uqcal/") else Path(rel)
 
 
 def _module_file(module: str) -> Path | None:
@@ -358,15 +363,16 @@ def file_sha256(path: str | Path) -> str:
 
 
 @cache
-def _source_sha256(relpath: str, _mtime_ns: int, _size: int) -> str:
-    return file_sha256(SRC.parent.parent / relpath)
+def _source_sha256(path: Path, _mtime_ns: int, _size: int) -> str:
+    return file_sha256(path)
 
 
 def code_hashes(job: Job) -> dict[str, str]:
     hashes = {}
     for rel in source_files(job):
-        stat = (SRC.parent.parent / rel).stat()
-        hashes[rel] = _source_sha256(rel, stat.st_mtime_ns, stat.st_size)
+        path = _source_file(rel).resolve()
+        stat = path.stat()
+        hashes[rel] = _source_sha256(path, stat.st_mtime_ns, stat.st_size)
     return hashes
 
 
@@ -537,9 +543,20 @@ def write_record(job: Job, spec: dict, inputs: dict, started: float) -> dict:
     files = output_files(job)
     record = {**{k: spec[k] for k in ("rule", "key", "config", "params", "job", "code")},
               "inputs": inputs, "identity": identity(spec, inputs), "outputs": files,
-              "outputs_digest": _digest(files), "resources": resource_usage(started)}
+              "outputs_digest": _digest(files), "resources": resource_usage(started),
+              "imported": imported_sources()}
     write_json(Path(job.record_path), record)
     return record
+
+
+def imported_sources() -> list[str]:
+    """The uqcal source files this process has imported (for people, and for the test that `code` covers them)."""
+    found = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path and Path(path).resolve().is_relative_to(SRC):
+            found.add(f"src/uqcal/{Path(path).resolve().relative_to(SRC).as_posix()}")
+    return sorted(found)
 
 
 def resource_usage(started: float) -> dict[str, float]:

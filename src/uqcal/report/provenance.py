@@ -50,14 +50,23 @@ def file_sha256(path: str | Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "missing"
 
 
+# Files every run rewrites to describe itself (uqcal dvc-sync): a run of another config than the committed
+# one changes them, but no code or config, so they do not make the code that produced a report "dirty".
+RUN_RECORDS = ("dvc.yaml", "dvc.lock")
+
+
 def git_state(repo: Path) -> tuple[str, bool | None]:
-    """(commit, dirty) of the repository holding ``repo``; ('unknown', None) outside git."""
+    """(commit, dirty) of the repository holding ``repo``; ('unknown', None) outside git.
+
+    Dirty: a tracked file differs from the commit, the run's own records (RUN_RECORDS) apart.
+    """
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True, timeout=20
         ).stdout.strip()
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+             *(f":(exclude,top){name}" for name in RUN_RECORDS)],
             cwd=repo,
             capture_output=True,
             text=True,
