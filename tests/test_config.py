@@ -78,6 +78,7 @@ def test_method_restrictions_filter_runs(smoke_raw):
     assert {r.setting for r in runs if r.method == "metacal"} == {"ns10", "ns20"}
 
 
+@pytest.mark.slow
 def test_snakemake_fails_before_any_job_on_a_typo(tmp_path):
     root = copy_repo(tmp_path / "repo")
     cfg = yaml.safe_load((root / "config/smoke.yaml").read_text())
@@ -106,6 +107,7 @@ def test_per_dataset_resources_name_an_unknown_dataset(smoke_raw):
         _prepare(cfg)
 
 
+@pytest.mark.slow
 def test_per_dataset_and_per_method_resources_reach_only_their_train_jobs(tmp_path):
     # paper.yaml gives the CNN objectives a GPU; the other BO jobs of the family must not ask for one. A
     # per-method override comes last, and the reference predictor (cpu_only) never asks for a GPU.

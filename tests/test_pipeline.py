@@ -7,12 +7,15 @@ import os
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 
 from tests.conftest import BIN, REPO, copy_repo, run, snakemake
 from uqcal.aggregate import SUMMARY_COLUMNS
 from uqcal.config import iter_runs, load_config
 from uqcal.dvc import build_dvc_yaml, dvc_outputs
+
+pytestmark = pytest.mark.slow  # the smoke pipeline end to end (.ci/run's second pass skips it)
 
 
 def test_smoke_pipeline_writes_the_artifact_contract(smoke_run):

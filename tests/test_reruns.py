@@ -25,6 +25,8 @@ import yaml
 from tests.conftest import BIN, GIT, copy_repo, run, snakemake, tool_env
 from uqcal.config import iter_batches, load_config
 
+pytestmark = pytest.mark.slow  # Snakemake and DVC on copies of the smoke run (.ci/run's second pass skips it)
+
 SMOKE = "config/smoke.yaml"
 RECORD = re.compile(r"\.uqcal/records/(\w+)/(\S+?)\.json")
 

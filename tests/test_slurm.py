@@ -20,6 +20,8 @@ import yaml
 from tests.conftest import BIN, copy_repo, tool_env
 from tests.slurm_cluster import SECOND_PARTITION, SlurmUnavailable, slurm_cluster
 
+pytestmark = pytest.mark.slow  # the SLURM profile on a local cluster (.ci/run's second pass skips it)
+
 # Two families, two methods each, no report: enough to send training and evaluation through sbatch while
 # keeping the test short (each cluster job also starts a snakemake of its own).
 METHODS = {"rio": ("marginal", "nn"), "qr": ("marginal", "dvi")}
