@@ -245,7 +245,7 @@ def test_an_identical_split_made_again_leaves_every_job_current(smoke_run, tmp_p
     split = "data/splits/bo/forrester/forrester-ucb"
     before = fingerprints(root)
     # Through Snakemake (the split alone, forced) and through DVC (the stage alone, forced).
-    snakemake(["--cores", "1", "--forcerun", "split", "--configfile", SMOKE, split], root)
+    snakemake([split, "--cores", "1", "--forcerun", "split", "--configfile", SMOKE], root)
     assert (root / split / ".snakemake_timestamp").exists()  # Snakemake's date file, ignored by DVC
     nothing_to_do(root)
     stage = next(name for name, job in stage_jobs(root).items() if job == "split bo/forrester/forrester-ucb")
