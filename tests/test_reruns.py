@@ -309,7 +309,10 @@ def _assert_same_as_uninterrupted(root: Path, reference: Path) -> None:
         rel = f"results/metareg/ozone/ns10/metacal/seed{seed}"
         for name in ("metrics.json", "predictions.parquet"):
             assert (root / rel / name).read_bytes() == (reference / rel / name).read_bytes(), f"{rel}/{name}"
-    assert (root / TARGET).read_bytes() == (reference / TARGET).read_bytes()
+    # The summary aggregates what the final runs wrote; its timing rows (train_seconds ...) are wall clock.
+    summaries = [[line for line in (base / TARGET).read_text().splitlines() if "second" not in line]
+                 for base in (root, reference)]
+    assert summaries[0] == summaries[1] and len(summaries[0]) > 5
 
 
 def _train_processes(root: Path) -> list[int]:

@@ -255,7 +255,9 @@ def payload(config: dict, job: Job) -> dict:
     if job.rule == "aggregate":
         fam = config["families"][job.key[0]]
         return {"family": job.key[0], "family_config": {k: v for k, v in fam.items() if k != "resources"}}
-    return {"families": list(config["families"])}
+    # The report reads the whole (validated, registry-merged) config: it runs from it, not from the file,
+    # so that it does not validate again (validation imports every method's module).
+    return {"config": config}
 
 
 # ------------------------------------------------------------------------------------------ code
@@ -272,6 +274,9 @@ def code_roots(job: Job) -> list[str]:
         roots += [f"uqcal.methods.{family}", entry.target.partition(":")[0]]
         if entry.depends_on:  # a method built on another's runs may load that method's model
             roots.append(_entry(family, entry.depends_on).target.partition(":")[0])
+    if job.rule == "report":  # figures a claim spec draws with a function ("uqcal.methods.qr.toy:draw")
+        for spec in sorted((SRC / "report" / "specs").glob("*.yaml")):
+            roots += sorted(set(re.findall(r"\b(uqcal(?:\.\w+)+):\w+", spec.read_text())))
     return roots
 
 

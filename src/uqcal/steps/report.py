@@ -8,13 +8,12 @@ from uqcal.jobs import RECORDS, running
 
 
 def run(args) -> int:
-    from uqcal.config import load_config
     from uqcal.report.build import build_reports
 
     with running(args, "report", (), elsewhere=args.out != "reports") as spec:
         config_path = spec["config"]
         build_reports(
-            config=load_config(config_path), config_path=config_path, results_dir=Path(args.results_dir),
+            config=spec["job"]["config"], config_path=config_path, results_dir=Path(args.results_dir),
             out_dir=Path(args.out), data_dir=Path(args.data_dir), records_dir=Path(RECORDS), jobs=args.jobs,
         )
     return 0
