@@ -26,10 +26,10 @@ smoke: venv
 test: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
 
-# In a fresh clone: fetch the results from the DVC remote and date them so Snakemake sees them as current.
+# In a fresh clone: fetch the results (and their job records) that the committed dvc.lock names.
 pull: venv
+	@test -f dvc.lock || { echo "no dvc.lock: the run to pull was not committed (README, DVC)"; exit 1; }
 	$(BIN)/dvc pull
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/uqcal restore-mtimes
 
 lint: venv
 	$(BIN)/ruff check src tests benchmarks

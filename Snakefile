@@ -26,23 +26,11 @@ rule all:
     default_target: True
 
 
-# Local runs: one preloaded `uqcal worker` serves the jobs (common.smk, uqcal/worker.py).
-onstart:
-    start_worker()
-
-
 onsuccess:
     # Keep DVC in step with what Snakemake produced: same plan, outputs committed to the DVC cache.
     # A DVC problem must not turn a finished run into a failed one: report it loudly instead.
-    try:
-        if Path(".dvc").is_dir():
-            try:
-                shell("uqcal dvc-sync --config {CONFIG_FILE:q} --commit")
-            except Exception as exc:
-                print(f"WARNING: results are complete, but `uqcal dvc-sync --commit` failed: {exc}", file=sys.stderr)
-    finally:
-        stop_worker()
-
-
-onerror:
-    stop_worker()
+    if Path(".dvc").is_dir():
+        try:
+            shell("uqcal dvc-sync --config {CONFIG_FILE:q} --commit")
+        except Exception as exc:
+            print(f"WARNING: results are complete, but `uqcal dvc-sync --commit` failed: {exc}", file=sys.stderr)

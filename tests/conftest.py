@@ -14,7 +14,9 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 # Generated top-level folders are skipped only at the root: `src/uqcal/data` is source code.
-ROOT_ONLY = {".venv", "results", "data", "logs", ".snakemake", "dvc-remote"}
+# `.git` too: in a git worktree it is a file pointing at the shared repository, and a copy must never commit
+# there; copy_repo gives every copy a repository of its own.
+ROOT_ONLY = {".venv", "results", "data", "logs", ".snakemake", "dvc-remote", ".uqcal", ".git"}
 ANYWHERE = shutil.ignore_patterns("__pycache__", ".pytest_cache", ".ruff_cache", "*.egg-info")
 
 
@@ -27,26 +29,34 @@ def _ignore(directory: str, names: list[str]) -> set[str]:
 torch.set_num_threads(1)
 
 
-def tool_env() -> dict:
+GIT = ["git", "-c", "user.email=ci@uqcal", "-c", "user.name=ci", "-c", "commit.gpgsign=false"]
+
+
+def tool_env(src: Path | None = None) -> dict:
+    """The environment the tools run in; ``src``: import uqcal from there (a copy whose code a test edits)."""
     env = dict(os.environ)
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONPATH"] = f"{REPO / 'src'}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    env["PYTHONPATH"] = f"{src or REPO / 'src'}{os.pathsep}{env.get('PYTHONPATH', '')}"
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
 
 
 def copy_repo(dest: Path) -> Path:
-    """A throwaway copy of the repository (tracked files and git metadata, no generated artifacts)."""
+    """A throwaway copy of the repository (source files, no generated artifacts) in a git repository of its own."""
     shutil.copytree(REPO, dest, ignore=_ignore, symlinks=True)
     reports = dest / "reports"
     for child in reports.iterdir() if reports.exists() else []:
         if child.name != ".gitkeep":
             shutil.rmtree(child) if child.is_dir() else child.unlink()
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=dest, check=True)
+    subprocess.run([*GIT, "add", "-A"], cwd=dest, check=True)
+    subprocess.run([*GIT, "commit", "-q", "-m", "copy"], cwd=dest, check=True)
     return dest
 
 
-def run(cmd: list[str], cwd: Path, timeout: int = 900, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, env=tool_env(), capture_output=True, text=True, timeout=timeout)
+def run(cmd: list[str], cwd: Path, timeout: int = 900, check: bool = True, src: Path | None = None,
+        ) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, cwd=cwd, env=tool_env(src), capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     return proc

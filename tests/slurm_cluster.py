@@ -31,6 +31,7 @@ DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "sinfo", "scontrol", "srun", "scancel")
 MEMORY_MARGIN_MB = 1024  # leave room for the OS: slurmd refuses RealMemory above what it sees
 MIN_JOB_AGE_S = 600  # finished jobs stay visible to `squeue` this long (status checks need them)
+SECOND_PARTITION = "training"  # not the default: a job lands in it only when asked to
 
 
 class SlurmUnavailable(RuntimeError):
@@ -139,6 +140,7 @@ InactiveLimit=0
 KillWait=5
 NodeName=localhost NodeAddr=127.0.0.1 CPUs={os.cpu_count() or 1} RealMemory={_real_memory_mb()} State=UNKNOWN
 PartitionName={partition} Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+PartitionName={SECOND_PARTITION} Nodes=localhost Default=NO MaxTime=INFINITE State=UP
 """)
     return conf, logs
 

@@ -78,6 +78,7 @@ def test_method_restrictions_filter_runs(smoke_raw):
     assert {r.setting for r in runs if r.method == "metacal"} == {"ns10", "ns20"}
 
 
+@pytest.mark.slow
 def test_snakemake_fails_before_any_job_on_a_typo(tmp_path):
     root = copy_repo(tmp_path / "repo")
     cfg = yaml.safe_load((root / "config/smoke.yaml").read_text())
@@ -106,13 +107,16 @@ def test_per_dataset_resources_name_an_unknown_dataset(smoke_raw):
         _prepare(cfg)
 
 
-def test_per_dataset_resources_reach_only_that_datasets_train_jobs(tmp_path):
-    # paper.yaml gives the CNN objectives a GPU; the other BO jobs of the family must not ask for one.
+@pytest.mark.slow
+def test_per_dataset_and_per_method_resources_reach_only_their_train_jobs(tmp_path):
+    # paper.yaml gives the CNN objectives a GPU; the other BO jobs of the family must not ask for one. A
+    # per-method override comes last, and the reference predictor (cpu_only) never asks for a GPU.
     root = copy_repo(tmp_path / "repo")
     cfg = yaml.safe_load((root / "config/smoke.yaml").read_text())
     rio = cfg["families"]["rio"]
     rio["datasets"] = ["concrete", "diabetes"]
-    rio["resources"] = {"mem_mb": 1000, "gpu": 0, "per_dataset": {"diabetes": {"gpu": 1, "mem_mb": 2345}}}
+    rio["resources"] = {"mem_mb": 1000, "gpu": 0, "per_dataset": {"diabetes": {"gpu": 1, "mem_mb": 2345}},
+                        "per_method": {"svgp": {"mem_mb": 777}}}
     (root / "config/res.yaml").write_text(yaml.safe_dump(cfg))
     proc = snakemake(["-n", "results/rio/summary.csv", "--configfile", "config/res.yaml"], root)
     jobs = proc.stdout.split("\n\n")
@@ -123,12 +127,24 @@ def test_per_dataset_resources_reach_only_that_datasets_train_jobs(tmp_path):
         output = next(line for line in block.splitlines() if "output:" in line)
         resources = next(line for line in block.splitlines() if "resources:" in line)
         train[output.split("results/rio/")[1]] = resources
-    assert train, proc.stdout[-2000:]
+    assert len(train) == 8, proc.stdout[-2000:]
     for output, resources in train.items():
-        if output.startswith("diabetes/"):
-            assert "gpu=1" in resources and "mem_mb=2345" in resources, (output, resources)
-        else:
-            assert "gpu=0" in resources and "mem_mb=1000" in resources, (output, resources)
+        dataset, _, method = output.split(",")[0].split("/")
+        gpu = 1 if dataset == "diabetes" and method != "marginal" else 0
+        mem = 777 if method == "svgp" else 2345 if dataset == "diabetes" else 1000
+        assert f"gpu={gpu}" in resources and f"mem_mb={mem}," in resources, (output, resources)
+
+
+def test_per_method_resources_name_an_unknown_method_or_a_gpu_for_a_cpu_only_one(smoke_raw):
+    cfg = copy.deepcopy(smoke_raw)
+    cfg["families"]["rio"]["resources"]["per_method"] = {"nnn": {"gpu": 1}}
+    with pytest.raises(ConfigError, match=r"families\.rio\.resources\.per_method\.nnn"):
+        _prepare(cfg)
+    cfg["families"]["rio"]["resources"]["per_method"] = {"marginal": {"gpu": 1}}
+    with pytest.raises(ConfigError, match=r"families\.rio\.resources\.per_method\.marginal\.gpu"):
+        _prepare(cfg)
+    cfg["families"]["rio"]["resources"]["per_method"] = {"marginal": {"mem_mb": 100}, "nn": {"gpu": 1}}
+    _prepare(cfg)
 
 
 @pytest.mark.parametrize("where", ["family", "per_dataset"])

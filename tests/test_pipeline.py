@@ -7,12 +7,15 @@ import os
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 
 from tests.conftest import BIN, REPO, copy_repo, run, snakemake
 from uqcal.aggregate import SUMMARY_COLUMNS
 from uqcal.config import iter_runs, load_config
 from uqcal.dvc import build_dvc_yaml, dvc_outputs
+
+pytestmark = pytest.mark.slow  # the smoke pipeline end to end (.ci/run's second pass skips it)
 
 
 def test_smoke_pipeline_writes_the_artifact_contract(smoke_run):
@@ -105,41 +108,29 @@ def test_the_committed_dvc_yaml_is_the_plan_of_the_default_config():
     assert committed == expected, "dvc.yaml is stale: run `uqcal dvc-sync --config config/config.yaml`"
 
 
-def test_the_in_process_dvc_commit_writes_what_the_dvc_cli_writes(smoke_run, tmp_path):
-    import shutil
-
-    from uqcal.dvc import _commit_in_process
-
-    locks = []
-    for via_cli in (True, False):
-        copy = tmp_path / ("cli" if via_cli else "api")
-        shutil.copytree(smoke_run, copy, symlinks=True, ignore=shutil.ignore_patterns("cache", "tmp"))
-        (copy / "dvc.lock").unlink()
-        if via_cli:
-            run([str(BIN / "dvc"), "commit", "--force", "--quiet"], copy)
-        else:
-            assert _commit_in_process(copy)
-        locks.append(yaml.safe_load((copy / "dvc.lock").read_text()))
-    assert locks[0]["stages"] and locks[0] == locks[1]
-
-
 def test_a_partial_run_commits_the_stages_it_produced(smoke_run, tmp_path):
     # One family run alone (`snakemake results/rio/summary.csv`): the other stages' outputs do not exist.
     import shutil
 
-    from uqcal.dvc import _commit_in_process
+    from uqcal.dvc import dvc_commit
 
     full = yaml.safe_load((smoke_run / "dvc.lock").read_text())["stages"]
     copy = tmp_path / "partial"
     shutil.copytree(smoke_run, copy, symlinks=True, ignore=shutil.ignore_patterns("cache", "tmp"))
     (copy / "dvc.lock").unlink()
     shutil.rmtree(copy / "results/bo")
-    assert _commit_in_process(copy)
+    env = os.environ.copy()
+    os.environ["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    try:
+        committed = dvc_commit(copy)
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
     partial = yaml.safe_load((copy / "dvc.lock").read_text())["stages"]
     touches_bo = {name for name, stage in full.items()
                   if any(item["path"].startswith("results/bo") for item in stage.get("outs", []) + stage["deps"])}
     assert touches_bo and partial
-    assert set(partial) == set(full) - touches_bo
+    assert set(partial) == set(committed) == set(full) - touches_bo
     assert all(partial[name] == full[name] for name in partial)
 
 
@@ -153,8 +144,8 @@ def test_families_built_in_parallel_give_the_same_report(smoke_run, tmp_path):
     try:
         for jobs in (1, 2):
             outs[jobs] = tmp_path / f"jobs{jobs}"
-            build_reports(config, "config/smoke.yaml", Path("results"), outs[jobs], Path("data"), Path("logs"),
-                          jobs=jobs)
+            build_reports(config, "config/smoke.yaml", Path("results"), outs[jobs], Path("data"),
+                          Path(".uqcal/records"), jobs=jobs)
     finally:
         os.chdir(cwd)
     files = {jobs: sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file()) for jobs, out in outs.items()}

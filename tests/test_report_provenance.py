@@ -8,9 +8,9 @@ import subprocess
 import pandas as pd
 import pytest
 
-from uqcal.io import write_json, write_text
+from uqcal.io import write_json
 from uqcal.report.html import provenance_html
-from uqcal.report.provenance import collect, file_sha256, git_state, read_benchmarks, read_dataset_records
+from uqcal.report.provenance import collect, file_sha256, git_state, read_dataset_records, read_job_resources
 
 
 def test_file_sha256_matches_hashlib(tmp_path):
@@ -27,9 +27,13 @@ def test_git_state_clean_then_dirty(tmp_path):
     git("init", "-q")
     git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x")
     (tmp_path / "f.txt").write_text("a")
-    git("add", "f.txt")
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    git("add", "f.txt", "dvc.yaml")
     git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "y")
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    assert git_state(tmp_path) == (head, False)
+    # A run of another config rewrites dvc.yaml (uqcal dvc-sync): that is the run's record, not a code change.
+    (tmp_path / "dvc.yaml").write_text("stages: {other: {cmd: x}}\n")
     assert git_state(tmp_path) == (head, False)
     (tmp_path / "f.txt").write_text("b")
     assert git_state(tmp_path) == (head, True)
@@ -38,39 +42,26 @@ def test_git_state_clean_then_dirty(tmp_path):
     assert git_state(outside.parent.parent / "definitely-not-a-dir-xyz")[0] == "unknown"
 
 
-def test_benchmarks_and_dataset_records(tmp_path):
-    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
-    write_text(
-        tmp_path / "logs/bench/train/rio/concrete/holdout/rio/seed0.tsv",
-        header + "2.5\t0:00:02\t100.0\t1\t1\t1\t0\t0\t50\t1.2\n",
-    )
-    write_text(
-        tmp_path / "logs/bench/train/rio/concrete/holdout/rio/seed1.tsv",
-        header + "3.5\t0:00:03\t110.0\t1\t1\t1\t0\t0\t50\t1.2\n",
-    )
-    write_text(tmp_path / "logs/bench/materialise/concrete.tsv", header + "0.5\t0:00:00\t90\t1\t1\t1\t0\t0\t5\t0.1\n")
-    write_text(tmp_path / "logs/bench/broken/x.tsv", "not a benchmark\n")
-    bench = read_benchmarks(tmp_path / "logs")
+def test_job_resources_and_dataset_records(tmp_path):
+    def record(rel, wall, cpu, rss):
+        write_json(tmp_path / ".uqcal/records" / rel,
+                   {"resources": {"wall_seconds": wall, "cpu_seconds": cpu, "max_rss_mb": rss}})
+
+    record("train/rio/concrete/holdout/rio.json", 2.5, 1.2, 100.0)
+    record("train/rio/concrete/holdout/nn.json", 3.5, 3.1, 612.0)
+    record("materialise/concrete.json", 0.5, 0.1, 90.0)
+    write_json(tmp_path / ".uqcal/records/train/broken.json", {"no": "resources"})
+    bench = read_job_resources(tmp_path / ".uqcal/records")
     assert sorted(bench["rule"]) == ["materialise", "train", "train"]
     assert bench.loc[bench["rule"] == "train", "seconds"].sum() == pytest.approx(6.0)
-    assert "rio/concrete/holdout/rio/seed0" in set(bench["job"])
-    # Without a job log, CPU and memory are the benchmark's ...
-    seed1 = bench.set_index("job").loc["rio/concrete/holdout/rio/seed1"]
-    assert (seed1["cpu_seconds"], seed1["max_rss_mb"]) == (pytest.approx(1.2), pytest.approx(110.0))
-    # ... with one, the job's own last resource line wins (the preload worker's benchmark sees only the client).
-    write_text(
-        tmp_path / "logs/train/rio/concrete/holdout/rio/seed1.log",
-        "INFO uqcal: uqcal train: 9.0 s wall, 1.0 s CPU, peak RSS 5 MB\n"
-        "INFO uqcal: uqcal train: 3.4 s wall, 3.1 s CPU, peak RSS 612 MB\n",
-    )
-    seed1 = read_benchmarks(tmp_path / "logs").set_index("job").loc["rio/concrete/holdout/rio/seed1"]
-    assert (seed1["cpu_seconds"], seed1["max_rss_mb"]) == (pytest.approx(3.1), pytest.approx(612.0))
+    nn = bench.set_index("job").loc["rio/concrete/holdout/nn"]
+    assert (nn["cpu_seconds"], nn["max_rss_mb"]) == (pytest.approx(3.1), pytest.approx(612.0))
     write_json(tmp_path / "data/raw/concrete.json", {"sha256": "00", "rows": 1030})
     records = read_dataset_records(tmp_path / "data")
     assert records == {"concrete": {"sha256": "00", "rows": 1030}}
     config = tmp_path / "config.yaml"
     config.write_text("a: 1\n")
-    prov = collect(config, tmp_path, tmp_path / "logs", tmp_path / "data")
+    prov = collect(config, tmp_path, tmp_path / ".uqcal/records", tmp_path / "data")
     assert prov.config_sha256 == hashlib.sha256(b"a: 1\n").hexdigest()
     assert prov.packages["pandas"] == pd.__version__
     assert prov.device.startswith(("CPU:", "GPU:"))

@@ -1,7 +1,10 @@
-"""Partial reruns (DVC and Snakemake), the DVC remote round trip, crash recovery and determinism (issue 9).
+"""Partial reruns: Snakemake and DVC agree on what is stale (issue 21), crash recovery, and determinism.
 
-Every test works on its own copy of the finished smoke run (results, DVC cache and Snakemake metadata
-included), so none of them disturbs the others.
+One test per scenario of issue 21's table, on the smoke config. Each works on its own copy of the finished
+smoke run (results, records, DVC cache and Snakemake metadata included) and asserts the exact set of jobs
+Snakemake plans, the stages DVC reports as changed (their downstream stages, read off dvc.yaml, are what
+`dvc repro` then runs), and that both equal the set expected from the config and the code independently
+of uqcal.jobs (the registry's `depends_on`, and which modules a job's process imports when it runs).
 """
 
 from __future__ import annotations
@@ -19,48 +22,56 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import BIN, copy_repo, run, snakemake, tool_env
-from uqcal.api import get_entry
+from tests.conftest import BIN, GIT, copy_repo, run, snakemake, tool_env
 from uqcal.config import iter_batches, load_config
 
+pytestmark = pytest.mark.slow  # Snakemake and DVC on copies of the smoke run (.ci/run's second pass skips it)
+
 SMOKE = "config/smoke.yaml"
-CHANGED_STAGE = "train-rio-concrete-holdout-nn"
+RECORD = re.compile(r"\.uqcal/records/(\w+)/(\S+?)\.json")
 
 
+# ------------------------------------------------------------------------------------------ helpers
 def dvc(args: list[str], cwd: Path, **kw) -> subprocess.CompletedProcess:
     return run([str(BIN / "dvc"), *args], cwd, **kw)
 
 
 def copy_run(smoke_run: Path, dest: Path) -> Path:
-    shutil.copytree(smoke_run, dest, symlinks=True)  # copy2 keeps mtimes, so Snakemake sees the same state
+    shutil.copytree(smoke_run, dest, symlinks=True)
     return dest
 
 
-def fingerprints(root: Path, folders=("data", "results", "reports")) -> dict[str, str]:
-    out = {}
-    for folder in folders:
-        for path in sorted((root / folder).rglob("*")):
-            if path.is_file():
-                out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
+def planned(root: Path, *targets: str, src: Path | None = None) -> set[str]:
+    """The jobs `snakemake -n` plans, as "rule name" (read off each job's record output)."""
+    proc = run([str(BIN / "snakemake"), "-n", *targets, "--configfile", SMOKE], root, src=src)
+    outputs = [line for line in proc.stdout.splitlines() if line.strip().startswith("output:")]
+    return {f"{rule} {name}" for line in outputs for rule, name in RECORD.findall(line)}
 
 
-def set_nn_epochs(root: Path, epochs: int) -> None:
-    path = root / SMOKE
-    cfg = yaml.safe_load(path.read_text())
-    cfg["families"]["rio"]["methods"]["nn"]["max_epochs"] = epochs
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+def stage_jobs(root: Path) -> dict[str, str]:
+    """DVC stage name -> "rule name", through each stage's record output."""
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    return {name: " ".join(RECORD.search(" ".join(stage["outs"])).groups()) for name, stage in stages.items()}
 
 
-def downstream(stages: dict, start: str) -> set[str]:
-    """The stage and every stage that (transitively) consumes its outputs, read off dvc.yaml."""
-    producer = {o: name for name, st in stages.items() for o in st.get("outs", []) if isinstance(o, str)}
+def dvc_changed(root: Path, src: Path | None = None) -> set[str]:
+    """The stages `dvc status` reports as changed, as "rule name"."""
+    status = json.loads(dvc(["status", "--json"], root, src=src).stdout or "{}")
+    jobs = stage_jobs(root)
+    return {jobs[name] for name in status}
+
+
+def dvc_downstream(root: Path, changed: set[str]) -> set[str]:
+    """`changed` and every stage that consumes their outputs, transitively (what `dvc repro` runs)."""
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    jobs = stage_jobs(root)
+    producer = {out: jobs[name] for name, stage in stages.items() for out in stage["outs"]}
     consumers: dict[str, set[str]] = {}
-    for name, st in stages.items():
-        for dep in st.get("deps", []):
+    for name, stage in stages.items():
+        for dep in stage["deps"]:
             if dep in producer:
-                consumers.setdefault(producer[dep], set()).add(name)
-    found, todo = {start}, [start]
+                consumers.setdefault(producer[dep], set()).add(jobs[name])
+    found, todo = set(changed), list(changed)
     while todo:
         for nxt in consumers.get(todo.pop(), ()):
             if nxt not in found:
@@ -69,80 +80,194 @@ def downstream(stages: dict, start: str) -> set[str]:
     return found
 
 
-def outs_of(stages: dict, names: set[str]) -> list[str]:
-    return [o for name in names for o in stages[name].get("outs", []) if isinstance(o, str)]
+def nothing_to_do(root: Path, src: Path | None = None) -> None:
+    assert planned(root, src=src) == set()
+    assert dvc_changed(root, src=src) == set()
 
 
-def test_dvc_reruns_only_what_a_param_change_touches_and_restores_from_the_run_cache(smoke_run, tmp_path):
+def fingerprints(root: Path, folders=("data", "results")) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for folder in folders for p in sorted((root / folder).rglob("*"))
+            if p.is_file() and p.name != ".snakemake_timestamp"}
+
+
+def edit_config(root: Path, family: str, method: str, **params) -> None:
+    path = root / SMOKE
+    cfg = yaml.safe_load(path.read_text())
+    cfg["families"][family]["methods"][method].update(params)
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+
+def smoke_jobs(root: Path, family: str, methods: set[str]) -> set[str]:
+    """The smoke config's train jobs of ``methods`` in ``family``."""
+    config = load_config(root / SMOKE)
+    return {f"train {b.family}/{b.dataset}/{b.setting}/{b.method}" for b in iter_batches(config, [family])
+            if b.method in methods}
+
+
+def with_dependants(root: Path, family: str, methods: set[str]) -> set[str]:
+    """``methods`` and the methods built on their runs (the registry's depends_on), transitively."""
+    from uqcal.api import get_entry
+
+    configured = load_config(root / SMOKE)["families"][family]["methods"]
+    found = set(methods)
+    while True:
+        more = {m for m in configured if get_entry(family, m).depends_on in found} - found
+        if not more:
+            return found
+        found |= more
+
+
+def importers(root: Path, family: str, module: str) -> set[str]:
+    """Methods of ``family`` whose train process imported ``module`` in the smoke run: what each job's record
+    says its process had in sys.modules at the end (uqcal.jobs.imported_sources), not what uqcal.jobs reads
+    off the source."""
+    path = "src/" + module.replace(".", "/") + ".py"
+    found = set()
+    for record in (root / ".uqcal/records/train" / family).rglob("*.json"):
+        if path in json.loads(record.read_text())["imported"]:
+            found.add(record.stem)
+    return found
+
+
+def downstream_of(train_jobs: set[str], families: set[str]) -> set[str]:
+    return train_jobs | {f"aggregate {f}" for f in families} | {"report report"}
+
+
+# ------------------------------------------------------------------------------------------ issue 21's table
+def test_a_changed_hyperparameter_reruns_that_method_its_dependants_aggregate_and_report(smoke_run, tmp_path):
     root = copy_run(smoke_run, tmp_path / "repo")
-    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
-    before = fingerprints(root)
-
-    # (a) One hyperparameter of one method: status names that stage alone ...
-    set_nn_epochs(root, 6)
-    status = json.loads(dvc(["status", "--json"], root).stdout)
-    assert set(status) == {CHANGED_STAGE}, status
-    # ... and repro runs it and exactly its downstream stages (rio's GP reuses the network, then aggregate, report).
-    expected = downstream(stages, CHANGED_STAGE)
-    assert {"train-rio-concrete-holdout-rio", "aggregate-rio", "report"} <= expected
-    repro = dvc(["repro"], root, timeout=900)
-    ran = set(re.findall(r"Running stage '([^']+)'", repro.stdout))
-    assert ran == expected, repro.stdout[-3000:]
-    after = fingerprints(root)
-    touched = tuple(f"{o}/" for o in outs_of(stages, expected)) + tuple(outs_of(stages, expected))
-    untouched = {p: h for p, h in before.items() if not p.startswith(touched)}
-    assert {p: after.get(p) for p in untouched} == untouched, "a stage that does not depend on nn changed"
-    nn_metrics = "results/rio/concrete/holdout/nn/seed0/metrics.json"
-    assert after[nn_metrics] != before[nn_metrics]
-
-    # (b) Revert: everything comes back from DVC's run-cache, nothing executes, bytes are the original ones.
-    set_nn_epochs(root, 5)
-    repro = dvc(["repro"], root, timeout=900)
-    assert "Running stage" not in repro.stdout, repro.stdout[-3000:]
-    assert f"Stage '{CHANGED_STAGE}' is cached" in repro.stdout
-    restored = fingerprints(root)
-    assert {p: restored.get(p) for p in before} == before
+    nothing_to_do(root)
+    edit_config(root, "rio", "nn", max_epochs=6)
+    expected = downstream_of(smoke_jobs(root, "rio", with_dependants(root, "rio", {"nn"})), {"rio"})
+    assert {"train rio/concrete/holdout/rio", "train rio/concrete/holdout/svgp"} <= expected
+    assert planned(root) == expected
+    assert dvc_downstream(root, dvc_changed(root)) == expected
+    assert "train rio/concrete/holdout/nn" in dvc_changed(root)
 
 
-def test_push_then_pull_into_a_fresh_clone_leaves_snakemake_nothing_to_do(smoke_run, tmp_path):
+def test_a_fresh_clone_after_pull_reruns_exactly_the_job_whose_parameter_changed(smoke_run, tmp_path):
     root = copy_run(smoke_run, tmp_path / "repo")
     remote = tmp_path / "remote"
     dvc(["remote", "modify", "--local", "local", "url", str(remote)], root)
     dvc(["push", "-q"], root, timeout=600)
-    git = ["git", "-c", "user.email=ci@uqcal", "-c", "user.name=ci"]
-    run([*git, "add", "-A"], root)
-    run([*git, "commit", "-q", "--allow-empty", "-m", "smoke results"], root)
+    # What the README asks of whoever shares results: commit dvc.yaml and dvc.lock.
+    run([*GIT, "add", "dvc.yaml", "dvc.lock"], root)
+    run([*GIT, "commit", "-q", "-m", "smoke results"], root)
     clone = tmp_path / "clone"
     run(["git", "clone", "-q", str(root), str(clone)], tmp_path)
-    assert not (clone / "results").exists()
+    assert not (clone / "results").exists() and not (clone / ".snakemake").exists()
     dvc(["remote", "modify", "--local", "local", "url", str(remote)], clone)
-    dvc(["pull", "-q"], clone, timeout=600)
+    # The README command, with this environment instead of a .venv in the clone.
+    run(["make", "--assume-old=venv", "pull", f"BIN={BIN}"], clone, timeout=600)
     assert fingerprints(clone) == fingerprints(root)
-    # DVC checks files out in no particular order; make the worst case certain: a raw table checked out last.
-    (clone / "data/raw/concrete.parquet").touch()
-    plan = snakemake(["-n", "--configfile", SMOKE], clone)
-    assert "Nothing to be done" not in plan.stdout + plan.stderr, "negative control: mtimes were already ordered"
-    run([str(BIN / "uqcal"), "restore-mtimes"], clone)
-    plan = snakemake(["-n", "--configfile", SMOKE], clone)
-    assert "Nothing to be done" in plan.stdout + plan.stderr, plan.stdout[-3000:]
+    # DVC checks files out in no particular order; make it certain that an input is newer than everything.
+    os.utime(clone / "data/raw/concrete.parquet")
+    nothing_to_do(clone)
+    # The records travel with the results: the report rebuilt here keeps every job's time and memory.
+    from uqcal.report.provenance import read_job_resources
+
+    rows = read_job_resources(clone / ".uqcal/records")
+    assert len(rows) == len(stage_jobs(clone)) and (rows["cpu_seconds"] > 0).all()
+
+    edit_config(clone, "qr", "dvi", epochs=3)
+    expected = downstream_of(smoke_jobs(clone, "qr", with_dependants(clone, "qr", {"dvi"})), {"qr"})
+    assert "train qr/concrete/cv5/dvi_iso" in expected
+    assert planned(clone) == expected
+    assert dvc_downstream(clone, dvc_changed(clone)) == expected
 
 
-def test_snakemake_plans_only_the_jobs_a_param_change_touches(smoke_run, tmp_path):
+@pytest.mark.parametrize(("module", "families"), [
+    ("uqcal.methods.qr.dvi", ("qr",)),             # one method's module
+    ("uqcal.methods.reference", None),             # the marginal baseline of every family
+    ("uqcal.metrics.regression", None),            # a metric
+])
+def test_a_code_change_reruns_every_job_whose_process_imports_the_module(smoke_run, tmp_path, module, families):
     root = copy_run(smoke_run, tmp_path / "repo")
-    plan = snakemake(["-n", "--configfile", SMOKE], root)
-    assert "Nothing to be done" in plan.stdout + plan.stderr
-    set_nn_epochs(root, 6)
-    plan = snakemake(["-n", "--configfile", SMOKE], root).stdout
-    outputs = {o for line in re.findall(r"^\s+output: (.+)$", plan, flags=re.M) for o in line.split(", ")}
-    rio_methods = load_config(root / SMOKE)["families"]["rio"]["methods"]
-    dependents = {m for m in rio_methods if get_entry("rio", m).depends_on == "nn"}
-    assert dependents >= {"rio", "svgp"}
-    expected = {f"results/rio/concrete/holdout/{m}" for m in {"nn", *dependents}} | {"results/rio/summary.csv"}
-    assert {o for o in outputs if not o.startswith("reports/")} == expected, plan[-3000:]
-    assert "reports/index.html" in outputs
+    src = root / "src"  # the copy's code is what its jobs import
+    nothing_to_do(root, src=src)
+    path = src / (module.replace(".", "/") + ".py")
+    path.write_text(path.read_text() + "\n# an edit\n")
+
+    config = load_config(root / SMOKE)
+    families = families or tuple(config["families"])
+    expected = set()
+    for family in families:
+        importing = importers(root, family, module)
+        expected |= smoke_jobs(root, family, with_dependants(root, family, importing)) if importing else set()
+    assert expected, f"no smoke job imports {module}: the scenario tests nothing"
+    touched = {job.split()[1].split("/")[0] for job in expected}
+    plan = planned(root, src=src)
+    changed = dvc_changed(root, src=src)
+    # Train jobs: exactly those whose process imports the module (and the methods built on their runs).
+    assert {job for job in plan if job.startswith("train ")} == expected
+    assert {job for job in dvc_downstream(root, changed) if job.startswith("train ")} == expected
+    assert downstream_of(expected, touched) <= plan
+    # Both tools see the same jobs; bookkeeping steps whose step module can import it (uqcal.jobs counts every
+    # import its step module or the modules it imports can make) are stale for both.
+    assert plan == dvc_downstream(root, changed)
 
 
-# ------------------------------------------------------------------------------------ crash + resume
+def test_a_deleted_result_file_or_folder_reruns_that_method_and_what_depends_on_it(smoke_run, tmp_path):
+    for victim in ("results/rio/concrete/holdout/nn/seed0/metrics.json", "results/rio/concrete/holdout/nn"):
+        root = copy_run(smoke_run, tmp_path / victim.replace("/", "_"))
+        path = root / victim
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+        expected = downstream_of(smoke_jobs(root, "rio", with_dependants(root, "rio", {"nn"})), {"rio"})
+        assert planned(root) == expected, victim
+        assert dvc_downstream(root, dvc_changed(root)) == expected, victim
+
+
+def test_after_dvc_repro_and_a_run_cache_checkout_snakemake_has_nothing_to_do(smoke_run, tmp_path):
+    root = copy_run(smoke_run, tmp_path / "repo")
+    before = fingerprints(root)
+    edit_config(root, "rio", "nn", max_epochs=6)
+    expected = downstream_of(smoke_jobs(root, "rio", with_dependants(root, "rio", {"nn"})), {"rio"})
+    jobs = stage_jobs(root)
+    repro = dvc(["repro"], root, timeout=900)
+    assert {jobs[s] for s in re.findall(r"Running stage '([^']+)'", repro.stdout)} == expected, repro.stdout[-3000:]
+    nothing_to_do(root)
+    # Revert: DVC restores every stage from its run-cache without running anything; still nothing to do.
+    edit_config(root, "rio", "nn", max_epochs=5)
+    repro = dvc(["repro"], root, timeout=900)
+    assert "Running stage" not in repro.stdout, repro.stdout[-3000:]
+    nothing_to_do(root)
+    after = fingerprints(root)
+    assert {p: after.get(p) for p in before} == before
+    # `dvc exp run` runs the same stages in the workspace and records an experiment: nothing to do either.
+    edit_config(root, "rio", "nn", max_epochs=6)
+    dvc(["exp", "run", "-q"], root, timeout=900)
+    nothing_to_do(root)
+
+
+def test_an_identical_split_made_again_leaves_every_job_current(smoke_run, tmp_path):
+    root = copy_run(smoke_run, tmp_path / "repo")
+    split = "data/splits/bo/forrester/forrester-ucb"
+    before = fingerprints(root)
+    # Through Snakemake (the split alone, forced) and through DVC (the stage alone, forced).
+    snakemake([split, "--cores", "1", "--forcerun", "split", "--configfile", SMOKE], root)
+    assert (root / split / ".snakemake_timestamp").exists()  # Snakemake's date file, ignored by DVC
+    nothing_to_do(root)
+    stage = next(name for name, job in stage_jobs(root).items() if job == "split bo/forrester/forrester-ucb")
+    dvc(["repro", "--force", "--single-item", stage], root)
+    nothing_to_do(root)
+    assert fingerprints(root) == before
+
+
+def test_every_source_file_a_job_imported_is_in_its_code(smoke_run):
+    # uqcal.jobs reads each job's code off the source (its step's static import closure); the records say what
+    # each job's process really imported. A file imported but not in `code` would be a dependency neither
+    # Snakemake nor DVC sees.
+    records = list((smoke_run / ".uqcal/records").rglob("*.json"))
+    assert len(records) == len(stage_jobs(smoke_run))
+    for path in records:
+        record = json.loads(path.read_text())
+        assert record["imported"], path
+        missing = set(record["imported"]) - set(record["code"])
+        assert not missing, f"{path.relative_to(smoke_run)}: imported but not a dependency: {sorted(missing)}"
+
+
+# ------------------------------------------------------------------------------------------ crashes
 def _metareg_config(root: Path) -> str:
     """Smoke, metareg's meta-calibrated GP only, trained long enough to be killed in the middle."""
     cfg = yaml.safe_load((root / SMOKE).read_text())
@@ -155,47 +280,138 @@ def _metareg_config(root: Path) -> str:
 
 
 TARGET = "results/metareg/summary.csv"
+RESUME = "results/.resume/metareg/ozone/ns10/metacal"
+TRAIN_LOG = "logs/train/metareg/ozone/ns10/metacal.log"
 
 
-def test_a_run_killed_mid_training_resumes_and_matches_an_uninterrupted_one(tmp_path):
-    reference = copy_repo(tmp_path / "reference")
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> Path:
+    reference = copy_repo(tmp_path_factory.mktemp("reference") / "repo")
     snakemake([TARGET, "--cores", "1", "--configfile", _metareg_config(reference)], reference, timeout=900)
+    return reference
 
-    root = copy_repo(tmp_path / "crashed")
-    config = _metareg_config(root)
+
+def _start_and_wait_for_seed1_checkpoint(root: Path, config: str) -> subprocess.Popen:
     cmd = [str(BIN / "snakemake"), TARGET, "--cores", "1", "--configfile", config]
     proc = subprocess.Popen(cmd, cwd=root, env=tool_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    resume = root / "results/.resume/metareg/ozone/ns10/metacal"
     deadline = time.monotonic() + 600
-    try:  # kill as soon as seed 1 has a checkpoint: seed 0 finished, seed 1 in the middle of meta-training
-        while not list(resume.glob("seed1/*/checkpoint.pt")):
-            assert proc.poll() is None, "the pipeline ended before it could be killed"
-            assert time.monotonic() < deadline, "no checkpoint appeared"
-            time.sleep(0.05)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    assert list(resume.glob("seed0/*/COMPLETE")), "seed 0 should have finished before the kill"
+    while not list((root / RESUME).glob("seed1/*/checkpoint.pt")):  # seed 0 done, seed 1 mid-training
+        if proc.poll() is not None:
+            raise AssertionError("the pipeline ended before it could be killed")
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+    return proc
+
+
+def _assert_same_as_uninterrupted(root: Path, reference: Path) -> None:
+    for seed in (0, 1):
+        rel = f"results/metareg/ozone/ns10/metacal/seed{seed}"
+        for name in ("metrics.json", "predictions.parquet"):
+            assert (root / rel / name).read_bytes() == (reference / rel / name).read_bytes(), f"{rel}/{name}"
+    # The summary aggregates what the final runs wrote; its timing rows (train_seconds ...) are wall clock.
+    summaries = [[line for line in (base / TARGET).read_text().splitlines() if "second" not in line]
+                 for base in (root, reference)]
+    assert summaries[0] == summaries[1] and len(summaries[0]) > 5
+
+
+def _train_processes(root: Path) -> list[int]:
+    """Live `uqcal train` processes (the Python process, not its shell) working in ``root``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0") if proc.name.isdigit() else []
+            if len(args) > 2 and args[1].endswith(b"/uqcal") and b"train" in args \
+                    and Path(os.readlink(proc / "cwd")) == root:
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_run_killed_with_its_jobs_resumes_and_matches_an_uninterrupted_one(uninterrupted, tmp_path):
+    root = copy_repo(tmp_path / "crashed")
+    config = _metareg_config(root)
+    proc = _start_and_wait_for_seed1_checkpoint(root, config)
+    os.killpg(proc.pid, signal.SIGKILL)  # Snakemake and its job, as the README's "stop a run" does
+    proc.wait()
+    assert list((root / RESUME).glob("seed0/*/COMPLETE")), "seed 0 should have finished before the kill"
     assert not list(root.rglob("*.tmp")) and not list((root / "results").rglob(".*.tmp"))
     for path in (root / "results").rglob("*.json"):  # whatever exists is whole: writes are atomic
         json.loads(path.read_text())
 
-    # A killed Snakemake leaves its lock behind (README, "Crashes"): unlock, then the same command again.
+    # The README's recovery: unlock (a killed Snakemake leaves its lock), then the same command again.
     snakemake([TARGET, "--unlock", "--configfile", config], root)
-    again = snakemake([TARGET, "--cores", "1", "--configfile", config], root, timeout=900)
-    log = (root / "logs/train/metareg/ozone/ns10/metacal.log").read_text()
+    assert planned_for(root, config) == {"train metareg/ozone/ns10/metacal", "aggregate metareg"}
+    snakemake([TARGET, "--cores", "1", "--configfile", config], root, timeout=900)
+    log = (root / TRAIN_LOG).read_text()
     assert "restored the outputs an interrupted run had finished" in log, log[-2000:]
     assert "resuming from checkpoint" in log, log[-2000:]
     assert not (root / "results/.resume").exists(), "the resume folder outlived a finished run"
-    assert again.returncode == 0
-    for seed in (0, 1):
-        rel = f"results/metareg/ozone/ns10/metacal/seed{seed}"
-        assert (root / rel / "metrics.json").read_bytes() == (reference / rel / "metrics.json").read_bytes(), rel
-        assert (root / rel / "predictions.parquet").read_bytes() == (reference / rel / "predictions.parquet").read_bytes()
+    _assert_same_as_uninterrupted(root, uninterrupted)
 
 
-# ------------------------------------------------------------------------------------ determinism
+def test_snakemake_killed_alone_leaves_its_job_running_and_the_rerun_waits_for_it(uninterrupted, tmp_path):
+    root = copy_repo(tmp_path / "orphan")
+    config = _metareg_config(root)
+    proc = _start_and_wait_for_seed1_checkpoint(root, config)
+    os.kill(proc.pid, signal.SIGKILL)  # Snakemake alone: its train job is orphaned and goes on
+    proc.wait()
+    orphans = _train_processes(root)
+    assert orphans, "the train job died with Snakemake: the scenario tests nothing"
+    for pid in orphans:  # hold the orphan, so that the rerun's job certainly starts while it still writes
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        snakemake([TARGET, "--unlock", "--configfile", config], root)
+        assert planned_for(root, config) == {"train metareg/ozone/ns10/metacal", "aggregate metareg"}
+        rerun = subprocess.Popen([str(BIN / "snakemake"), TARGET, "--cores", "1", "--configfile", config], cwd=root,
+                                 env=tool_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 300
+        while "waiting for process" not in _read(root / TRAIN_LOG):
+            assert rerun.poll() is None, "the rerun ended without waiting for the orphan"
+            assert time.monotonic() < deadline, _read(root / TRAIN_LOG)[-2000:]
+            time.sleep(0.1)
+        assert f"waiting for process {orphans[0]}," in _read(root / TRAIN_LOG)
+        time.sleep(2)  # while the orphan holds the outputs, the new job trains nothing
+        assert "train metacal on" not in _read(root / TRAIN_LOG).split("waiting for process")[-1]
+    finally:
+        for pid in orphans:
+            os.kill(pid, signal.SIGCONT)
+    out, _ = rerun.communicate(timeout=900)
+    assert rerun.returncode == 0, out[-3000:]
+    assert not _train_processes(root)
+    log = _read(root / TRAIN_LOG)
+    assert "the earlier job has finished; starting" in log, log[-2000:]
+    _assert_same_as_uninterrupted(root, uninterrupted)
+
+
+def test_sigterm_to_snakemake_stops_its_jobs(tmp_path):
+    root = copy_repo(tmp_path / "stopped")
+    config = _metareg_config(root)
+    proc = _start_and_wait_for_seed1_checkpoint(root, config)
+    assert _train_processes(root)
+    proc.send_signal(signal.SIGTERM)  # what the README says stops a run: Snakemake then ends its jobs
+    proc.wait(timeout=120)
+    deadline = time.monotonic() + 60
+    while _train_processes(root) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _train_processes(root), "a job outlived its Snakemake after SIGTERM"
+
+
+def planned_for(root: Path, config: str) -> set[str]:
+    proc = run([str(BIN / "snakemake"), "-n", TARGET, "--configfile", config], root)
+    lines = [line for line in proc.stdout.splitlines() if line.strip().startswith("output:")]
+    return {f"{rule} {name}" for line in lines for rule, name in RECORD.findall(line)}
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+# ------------------------------------------------------------------------------------------ determinism
 DETERMINISM_METHODS = {"metareg": "metacal", "rio": "nn", "qr": "dvi_qr", "fewshot": "md", "bo": "calibrated"}
 
 

@@ -18,7 +18,9 @@ import pytest
 import yaml
 
 from tests.conftest import BIN, copy_repo, tool_env
-from tests.slurm_cluster import SlurmUnavailable, slurm_cluster
+from tests.slurm_cluster import SECOND_PARTITION, SlurmUnavailable, slurm_cluster
+
+pytestmark = pytest.mark.slow  # the SLURM profile on a local cluster (.ci/run's second pass skips it)
 
 # Two families, two methods each, no report: enough to send training and evaluation through sbatch while
 # keeping the test short (each cluster job also starts a snakemake of its own).
@@ -30,12 +32,18 @@ SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+)")
 
 
 def write_config(root: Path) -> None:
-    """The smoke config restricted to FAMILIES, every training job on CPU (no GPU request may reach sbatch)."""
+    """The smoke config restricted to FAMILIES, every training job on CPU (no GPU request may reach sbatch).
+
+    Resources that must reach sbatch: rio's jobs go to the cluster's second partition with 2 CPUs each, and
+    qr's dvi gets its own memory (resources.per_method); qr keeps the default partition.
+    """
     cfg = yaml.safe_load((root / "config/smoke.yaml").read_text())
     cfg["families"] = {family: cfg["families"][family] for family in FAMILIES}
     for name, family in cfg["families"].items():
         family["methods"] = {method: family["methods"][method] for method in METHODS[name]}
         family.setdefault("resources", {})["gpu"] = 0
+    cfg["families"]["rio"]["resources"].update(slurm_partition=SECOND_PARTITION, cpus=2)
+    cfg["families"]["qr"]["resources"].update(cpus=1, per_method={"dvi": {"mem_mb": 3000}})
     (root / CONFIG).write_text(yaml.safe_dump(cfg, sort_keys=False))
 
 
@@ -78,7 +86,8 @@ def test_slurm_profile_submits_through_sbatch_and_matches_a_local_run(cluster, t
     try:
         on_slurm = copy_repo(tmp_path / "slurm")
         write_config(on_slurm)
-        cmd = [str(BIN / "snakemake"), *TARGETS, "--configfile", CONFIG, "--profile", "workflow/profiles/slurm",
+        # The README's command: --workflow-profile, so that the SLURM profile replaces workflow/profiles/default.
+        cmd = [str(BIN / "snakemake"), *TARGETS, "--configfile", CONFIG, "--workflow-profile", "workflow/profiles/slurm",
                # A test cluster has no slurmdbd (so no sacct) and no accounts; poll squeue every few seconds.
                "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2",
                "--slurm-no-account", "--jobs", "8", "--retries", "0", "--latency-wait", "5",
@@ -107,6 +116,18 @@ def test_slurm_profile_submits_through_sbatch_and_matches_a_local_run(cluster, t
     assert not [c for c in sbatch_calls if "--gpus" in c or "--gres" in c], "a GPU request reached sbatch"
     for local_rule in ("materialise", "split", "aggregate"):
         assert not [c for c in sbatch_calls if f"rule_{local_rule}" in c], f"{local_rule} was sent to the cluster"
+    assert "Using workflow specific profile workflow/profiles/slurm" in log
+    assert "profiles/default" not in log
+
+    # The config's resources reached sbatch: partition and CPUs for rio, a per-method memory for qr's dvi.
+    rio_calls = [c for c in train_calls if "_rio_" in c]
+    qr_calls = [c for c in train_calls if "_qr_" in c]
+    assert len(rio_calls) == len(qr_calls) == 2, train_calls
+    partition = re.compile(rf"-p '?{SECOND_PARTITION}'?(\s|$)")
+    assert all(partition.search(c) and "--cpus-per-task=2" in c for c in rio_calls), rio_calls
+    assert not any(partition.search(c) for c in qr_calls) and all("--cpus-per-task=1" in c for c in qr_calls), qr_calls
+    dvi = [c for c in qr_calls if "dvi" in c]
+    assert len(dvi) == 1 and "--mem 3000" in dvi[0] and all("--mem 4000" in c for c in qr_calls if c not in dvi)
 
     # Same seeds, same metrics as the local run.
     expected = metrics_by_run(local)

@@ -189,6 +189,9 @@ class Method:
     """Base class of every method. Subclasses set ``defaults`` and implement ``train``."""
 
     defaults: dict[str, Any] = {}
+    # True for a method that never touches ``ctx.device``: its train jobs never request a GPU, whatever the
+    # family's resources say (uqcal.jobs.resources; a per-method GPU request for it is a config error).
+    cpu_only: bool = False
 
     def __init__(self, params: dict[str, Any] | None = None):
         self.params = dict(self.defaults)

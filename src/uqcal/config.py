@@ -75,7 +75,6 @@ def prepare_config(config: dict, root: Path | None = None) -> dict:
     config["datasets_inline"] = sorted(inline)  # where each entry lives matters for DVC params
     config.setdefault("device", "auto")
     config.setdefault("torch_threads", 1)
-    config.setdefault("preload_worker", True)
     validate_schema({"families": {}, "datasets": registry}, root)
     check_semantics(config, root)
     return config
@@ -136,6 +135,15 @@ def check_semantics(config: dict, root: Path | None = None) -> None:
                     f"families.{family}.resources.per_dataset.{ds}: {ds!r} is not in families.{family}.datasets"
                 )
         table = method_table(family)
+        for method, res in ((fam.get("resources") or {}).get("per_method") or {}).items():
+            if method not in fam["methods"]:
+                raise ConfigError(
+                    f"families.{family}.resources.per_method.{method}: {method!r} is not in families.{family}.methods"
+                )
+            if (res or {}).get("gpu") and method in table and table[method].load_class().cpu_only:
+                raise ConfigError(
+                    f"families.{family}.resources.per_method.{method}.gpu: method {method!r} never uses a GPU"
+                )
         for method, params in fam["methods"].items():
             if method not in table:
                 raise ConfigError(

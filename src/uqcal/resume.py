@@ -77,13 +77,22 @@ class ResumeStore:
 
     def clear(self) -> None:
         shutil.rmtree(self.base, ignore_errors=True)
-        # Remove now-empty parents up to results/.resume, so a finished run leaves nothing behind.
+        # Remove now-empty parents up to and including results/.resume, so a finished run leaves nothing
+        # behind. Jobs finish concurrently: a parent another job still uses is not empty, and one another job
+        # removed first is gone; both end the climb.
         parent = self.base.parent
-        while parent.name != RESUME_DIR and parent.exists() and not any(parent.iterdir()):
-            parent.rmdir()
+        while parent.name != RESUME_DIR and _remove_if_empty(parent):
             parent = parent.parent
-        if parent.name == RESUME_DIR and parent.exists() and not any(parent.iterdir()):
-            parent.rmdir()
+        if parent.name == RESUME_DIR:
+            _remove_if_empty(parent)
+
+
+def _remove_if_empty(folder: Path) -> bool:
+    try:
+        folder.rmdir()
+    except OSError:  # not empty, or already removed
+        return False
+    return True
 
 
 class TrainingCheckpoint:

@@ -1,20 +1,10 @@
-# Shared set-up: validate the config before any job runs, and build the run plan.
-import json
-import os
+# Shared set-up: validate the config, build the run plan, and write each job's spec (uqcal.jobs).
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from uqcal.config import (
-    ConfigError,
-    batch_job,
-    dataset_job,
-    iter_batches,
-    prepare_config,
-    raw_dependencies,
-    split_batch_job,
-)
-from uqcal.api import get_entry
+from uqcal import jobs as J
+from uqcal.config import ConfigError, prepare_config
 from uqcal.snakemake_fixes import single_reevaluation_timer
 
 # Snakemake's scheduler otherwise grows one never-ending timer chain per job event (uqcal/snakemake_fixes.py).
@@ -32,16 +22,27 @@ except ConfigError as exc:
     raise WorkflowError(f"invalid configuration in {CONFIG_FILE}: {exc}")
 
 FAMILY_NAMES = list(UQ["families"])
-BATCHES = list(iter_batches(UQ))
-BATCHES_BY_FAMILY = {f: [b for b in BATCHES if b.family == f] for f in FAMILY_NAMES}
-# (family, method) -> the method whose trained runs it builds on, if any
-DEPENDS = {(f, m): get_entry(f, m).depends_on for f in FAMILY_NAMES for m in UQ["families"][f]["methods"]}
+PLAN = J.plan(UQ)
+JOBS = {(job.rule, job.key): job for job in PLAN}
+
+# Who decides what is stale (docs/ARCHITECTURE.md): each job's record against what the job is made from
+# now (uqcal.jobs). A stale job's spec is dated now; current specs and records are dated 1970 and data
+# inputs are ancient (job_inputs), so file dates from git, `dvc pull` or `dvc checkout` decide nothing,
+# and `rerun-triggers: mtime` in the profiles keeps .snakemake/metadata (absent in a fresh clone) out too.
+for _job, _reason in J.refresh_specs(UQ, CONFIG_FILE, PLAN).items():
+    logger.info(f"{_job.rule} {_job.name}: outputs out of date ({_reason})")
+
 # Methods whose runs others build on (rio's network, qr's base models, fewshot's *_ts bases) start first,
 # so the chains behind them are not left for the end of a run with cores idle.
-UPSTREAM = {(f, dep) for (f, _), dep in DEPENDS.items() if dep}
+UPSTREAM = {(job.key[0], up.key[3]) for job in PLAN if job.rule == "train"
+            for up in J.upstream(UQ, job) if up.rule == "train"}
 
 METHOD_DIR = "results/{family}/{dataset}/{setting}/{method}"  # seed<k>/ folders inside
 SPLIT_DIR = "data/splits/{family}/{dataset}/{setting}"  # seed<k>.json inside
+
+
+def record(rule, pattern):
+    return f"{J.RECORDS}/{rule}/{pattern}.json"
 
 
 # Seconds-long bookkeeping runs on the submit host: a cluster job would spend longer queueing than running.
@@ -56,29 +57,40 @@ wildcard_constraints:
     dataset=r"[A-Za-z0-9_.+-]+",
     setting=r"[A-Za-z0-9_.+-]+",
     method=r"[A-Za-z0-9_.+-]+",
-    seed=r"\d+",
 
 
-def family_resource(family, key, default, dataset=None):
-    """families.<family>.resources[key], overridden by resources.per_dataset.<dataset>[key]."""
-    resources = UQ["families"][family].get("resources") or {}
-    override = (resources.get("per_dataset") or {}).get(dataset) or {}
-    return override.get(key, resources.get(key, default))
+def job_inputs(rule):
+    """A job's inputs: its spec, its upstream jobs' records and their artifacts.
 
+    The artifacts are `ancient`: their dates never make a job stale (after `dvc pull` they are arbitrary).
+    The spec's date says whether the job itself is stale; an upstream record links the job to an upstream
+    job, so that when Snakemake reruns that job it reruns this one too. Records and current specs are
+    dated 1970 (uqcal.jobs.refresh_specs), so only a stale spec is ever newer than a job's outputs.
+    """
 
-def job_json(job):
-    return json.dumps(job, sort_keys=True, separators=(",", ":"))
+    def inputs(w):
+        key = tuple(w[name] for name in ("family", "dataset", "setting", "method") if name in w.keys())
+        job = JOBS[(rule, key)]
+        return {
+            "spec": job.spec_path,
+            "records": [up.record_path for up in J.upstream(UQ, job)],
+            "data": [ancient(path) for path in J.inputs(UQ, job)],
+        }
 
-
-def train_inputs(w):
-    inputs = {
-        "splits": SPLIT_DIR.format(family=w.family, dataset=w.dataset, setting=w.setting),
-        "raw": f"data/raw/{w.dataset}.parquet",
-    }
-    dep = DEPENDS.get((w.family, w.method))
-    if dep:  # a method built on another's trained runs (e.g. isotonic recalibration of DVI)
-        inputs["depends"] = METHOD_DIR.format(family=w.family, dataset=w.dataset, setting=w.setting, method=dep)
     return inputs
+
+
+def train_resource(w, key):
+    """families.<f>.resources, overridden per dataset, then per method (uqcal.jobs.resources)."""
+    return J.resources(UQ, w.family, w.dataset, w.method).get(key)
+
+
+# A partition in the config reaches sbatch (-p); without one, the rule declares none, so that
+# `--default-resources slurm_partition=...` or `--set-resources train:slurm_partition=...` decide.
+TRAIN_PARTITION = {}
+_TRAIN_KEYS = [(job.key[0], job.key[1], job.key[3]) for job in PLAN if job.rule == "train"]
+if any("slurm_partition" in J.resources(UQ, *key) for key in _TRAIN_KEYS):
+    TRAIN_PARTITION["slurm_partition"] = lambda w: train_resource(w, "slurm_partition")
 
 
 # Report outputs are declared here (not in report.smk) because `snakemake --lint` wants functions
@@ -114,24 +126,3 @@ def _report_outputs():
             labels={"table": "{table}"},
         )
     return outputs
-
-
-# Local runs: jobs fork from one `uqcal worker` that has torch, gpytorch, botorch, pandas, scipy and every
-# method imported (uqcal/worker.py) instead of paying 3-6 s of imports each. Cluster jobs never see it.
-_WORKER = {}
-
-
-def start_worker():
-    if UQ.get("preload_worker", True) and workflow.local_exec:
-        from uqcal import worker
-
-        _WORKER["process"], _WORKER["socket"] = worker.start("logs/worker.log")
-        os.environ[worker.WORKER_ENV] = _WORKER["socket"]
-
-
-def stop_worker():
-    if _WORKER:
-        from uqcal import worker
-
-        os.environ.pop(worker.WORKER_ENV, None)
-        worker.stop(_WORKER.pop("process"), _WORKER.pop("socket"))

@@ -1,4 +1,6 @@
 # Data: materialise registry datasets (downloads happen here, so it is a local rule) and make splits.
+# Every step runs from its spec (.uqcal/specs/..., written by common.smk) and leaves a record
+# (.uqcal/records/...): see uqcal/jobs.py and docs/ARCHITECTURE.md, "Who decides what is stale".
 
 
 localrules:
@@ -7,16 +9,13 @@ localrules:
 
 rule materialise:
     input:
-        lambda w: [f"data/raw/{d}.parquet" for d in raw_dependencies(UQ, w.dataset)],
+        unpack(job_inputs("materialise")),
     output:
         parquet="data/raw/{dataset}.parquet",
         provenance="data/raw/{dataset}.json",
-    params:
-        job=lambda w: job_json(dataset_job(UQ, w.dataset)),
+        record=record("materialise", "{dataset}"),
     log:
         "logs/materialise/{dataset}.log",
-    benchmark:
-        "logs/bench/materialise/{dataset}.tsv"
     conda:
         "../envs/uqcal.yaml"
     threads: 1
@@ -24,21 +23,18 @@ rule materialise:
         mem_mb=4000,
         runtime=30,
     shell:
-        "uqcal materialise --job {params.job:q} 2> {log}"
+        "uqcal materialise --spec {input.spec:q} 2> {log:q}"
 
 
 # All seeds of one (family, dataset, setting) in one job, into one folder (as training; see train.smk).
 rule split:
     input:
-        "data/raw/{dataset}.parquet",
+        unpack(job_inputs("split")),
     output:
-        directory(SPLIT_DIR),
-    params:
-        job=lambda w: job_json(split_batch_job(UQ, w.family, w.dataset, w.setting)),
+        split=directory(SPLIT_DIR),
+        record=record("split", "{family}/{dataset}/{setting}"),
     log:
         "logs/split/{family}/{dataset}/{setting}.log",
-    benchmark:
-        "logs/bench/split/{family}/{dataset}/{setting}.tsv"
     conda:
         "../envs/uqcal.yaml"
     threads: 1
@@ -46,4 +42,4 @@ rule split:
         mem_mb=4000,
         runtime=30,
     shell:
-        "uqcal split --job {params.job:q} 2> {log}"
+        "uqcal split --spec {input.spec:q} 2> {log:q}"

@@ -11,15 +11,13 @@ localrules:
 
 rule report:
     input:
-        summaries=expand("results/{family}/summary.csv", family=FAMILY_NAMES),
-        config=CONFIG_FILE,
+        unpack(job_inputs("report")),
     output:
         index="reports/index.html",
+        record=record("report", "report"),
         **_report_outputs(),
     log:
         "logs/report.log",
-    benchmark:
-        "logs/bench/report/report.tsv"
     conda:
         "../envs/uqcal.yaml"
     threads: 4  # families in parallel; Snakemake caps it at the cores it has
@@ -27,4 +25,4 @@ rule report:
         mem_mb=4000,
         runtime=30,
     shell:
-        "uqcal report --config {input.config:q} --out reports --jobs {threads} 2> {log}"
+        "uqcal report --spec {input.spec:q} --jobs {threads} 2> {log:q}"

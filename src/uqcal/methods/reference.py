@@ -18,6 +18,7 @@ from uqcal.api import Method, RunContext
 
 class MarginalGaussian(Method):
     defaults: dict = {"min_std": 1e-6}
+    cpu_only = True  # numpy only: a cluster job never asks a GPU for it
 
     def train(self, ctx: RunContext) -> None:
         table, split = ctx.load_data(), ctx.load_split()
@@ -75,6 +76,7 @@ def _metatrain_target_stats(table, split) -> tuple[float, float]:
 
 class UniformClassifier(Method):
     defaults: dict = {}
+    cpu_only = True
 
     def train(self, ctx: RunContext) -> None:
         split = ctx.load_split()
@@ -91,6 +93,7 @@ class UniformClassifier(Method):
 
 class RandomSearch(Method):
     defaults: dict = {}
+    cpu_only = True
 
     def train(self, ctx: RunContext) -> None:
         from uqcal.objectives import get_objective

@@ -359,21 +359,21 @@ def build_reports(
     results_dir: Path,
     out_dir: Path,
     data_dir: Path,
-    logs_dir: Path,
+    records_dir: Path,
     reference_dir: Path | None = None,
     families: list[str] | None = None,
     spec_dir: Path | None = None,
     jobs: int = 1,
 ) -> Path:
     """Write ``out_dir/index.html`` and ``out_dir/<family>/...``; return the index path."""
-    results_dir, out_dir, data_dir, logs_dir = map(Path, (results_dir, out_dir, data_dir, logs_dir))
+    results_dir, out_dir, data_dir, records_dir = map(Path, (results_dir, out_dir, data_dir, records_dir))
     base = Path.cwd()
     if reference_dir is None:
         candidate = Path(config_path).resolve().parent / "reference"
         reference_dir = candidate if candidate.is_dir() else base / "config" / "reference"
     families = report_families(config, families)
     registry = dataset_registry(config, base)
-    prov = collect(config_path, base, logs_dir, data_dir, datasets=config_datasets(config, families),
+    prov = collect(config_path, base, records_dir, data_dir, datasets=config_datasets(config, families),
                    jobs=planned_jobs(config, families))
     with planned_view(config, results_dir, families) as view:
         tasks = [(family, load_spec(family, spec_dir), config, registry, view, out_dir, Path(reference_dir))
@@ -401,7 +401,7 @@ def add_report_subparser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--results", default="results")
     parser.add_argument("--out", default="reports")
     parser.add_argument("--data", default="data")
-    parser.add_argument("--logs", default="logs")
+    parser.add_argument("--records", default=".uqcal/records")
     parser.add_argument("--families", nargs="*", default=None)
     parser.set_defaults(func=main_report)
     return parser
@@ -420,7 +420,7 @@ def main_report(args) -> int:
         Path(args.results),
         Path(args.out),
         Path(args.data),
-        Path(args.logs),
+        Path(args.records),
         families=args.families,
     )
     print(index)

@@ -126,7 +126,7 @@ def provenance_html(prov: Provenance, family: str | None = None, datasets: list[
     if family is not None and not bench.empty:
         bench = bench[bench["job"].str.contains(family, regex=False) | bench["rule"].str.contains(family, regex=False)]
     if bench.empty:
-        out.append('<p class="note">No Snakemake benchmark files (logs/bench/&lt;rule&gt;/*.tsv) for this page.</p>')
+        out.append('<p class="note">No job records (.uqcal/records/&lt;rule&gt;/...) for this page.</p>')
     else:
         per_rule = (
             bench.groupby("rule")
@@ -135,7 +135,7 @@ def provenance_html(prov: Provenance, family: str | None = None, datasets: list[
             .reset_index()
         )
         out.append(
-            "<h3>Time and memory per rule (Snakemake benchmark files; CPU and memory as each job logged them)"
+            "<h3>Time and memory per rule (as each job measured itself: its record in .uqcal/records)"
             "</h3><table><thead><tr><th>rule</th><th>jobs</th><th>total wall s</th><th>max wall s</th>"
             "<th>total CPU s</th><th>peak RSS MB</th></tr></thead><tbody>"
         )

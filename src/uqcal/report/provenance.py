@@ -1,12 +1,11 @@
 """Provenance shown on every report page: config + hash, git state, package versions, device, per-rule
-wall-clock from Snakemake ``benchmark:`` files and the dataset provenance records."""
+wall-clock, CPU and memory from the job records (uqcal.jobs) and the dataset provenance records."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -42,7 +41,7 @@ class Provenance:
     packages: dict[str, str]
     device: str
     python: str
-    benchmarks: pd.DataFrame = field(default_factory=pd.DataFrame)  # rule, job, seconds, max_rss
+    benchmarks: pd.DataFrame = field(default_factory=pd.DataFrame)  # rule, job, seconds, cpu_seconds, max_rss_mb
     datasets: dict[str, dict] = field(default_factory=dict)
 
 
@@ -51,14 +50,23 @@ def file_sha256(path: str | Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "missing"
 
 
+# Files every run rewrites to describe itself (uqcal dvc-sync): a run of another config than the committed
+# one changes them, but no code or config, so they do not make the code that produced a report "dirty".
+RUN_RECORDS = ("dvc.yaml", "dvc.lock")
+
+
 def git_state(repo: Path) -> tuple[str, bool | None]:
-    """(commit, dirty) of the repository holding ``repo``; ('unknown', None) outside git."""
+    """(commit, dirty) of the repository holding ``repo``; ('unknown', None) outside git.
+
+    Dirty: a tracked file differs from the commit, the run's own records (RUN_RECORDS) apart.
+    """
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True, timeout=20
         ).stdout.strip()
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+             *(f":(exclude,top){name}" for name in RUN_RECORDS)],
             cwd=repo,
             capture_output=True,
             text=True,
@@ -116,24 +124,6 @@ def device_description() -> str:
     return f"CPU: {cpu_model()}"
 
 
-# The last line every pipeline step logs (uqcal.cli._log_resources): the job's own account, which stays right
-# when the job ran in the preload worker and Snakemake's benchmark only saw the thin client.
-_RESOURCE_LINE = re.compile(r"uqcal \w+: ([0-9.]+) s wall, ([0-9.]+) s CPU, peak RSS ([0-9.]+) MB")
-
-
-def _logged_resources(log_path: Path) -> tuple[float, float] | None:
-    """(CPU seconds, peak RSS MB) from a job log's last resource line, if any."""
-    try:
-        text = log_path.read_text(errors="replace")
-    except OSError:
-        return None
-    found = _RESOURCE_LINE.findall(text)
-    if not found:
-        return None
-    _, cpu, rss = found[-1]
-    return float(cpu), float(rss)
-
-
 def _planned(rule: str, job: str, jobs: set[str] | None) -> bool:
     if jobs is None:
         return True
@@ -141,41 +131,28 @@ def _planned(rule: str, job: str, jobs: set[str] | None) -> bool:
     return name in jobs or any(name.startswith(j + "/") for j in jobs)
 
 
-def read_benchmarks(logs_dir: Path, jobs: list[str] | None = None) -> pd.DataFrame:
-    """Snakemake benchmark TSVs under ``<logs_dir>/bench/<rule>/...tsv`` (columns s, h:m:s, max_rss, ...);
-    with ``jobs`` (``<rule>/<job>`` names, e.g. ``train/rio/concrete/holdout/rio``), only those jobs'.
+def read_job_resources(records_dir: Path, jobs: list[str] | None = None) -> pd.DataFrame:
+    """Wall time, CPU time and peak memory of every pipeline job, as each job measured itself; with
+    ``jobs`` (``<rule>/<job>`` names, e.g. ``train/rio/concrete/holdout/rio``), only those jobs'.
 
-    Wall seconds come from the benchmark; CPU seconds and peak memory from the job's own log line
-    (``<logs_dir>/<rule>/....log``) when it has one, else from the benchmark.
+    Read from the job records (``<records_dir>/<rule>/<job>.json``, written by uqcal.jobs), which are
+    outputs of their jobs and DVC stages, so a report rebuilt after `dvc pull` still has every job's row.
     """
     wanted = set(jobs) if jobs is not None else None
     rows = []
-    root = Path(logs_dir) / "bench"
-    for path in sorted(root.rglob("*.tsv")) if root.is_dir() else []:
+    root = Path(records_dir)
+    for path in sorted(root.rglob("*.json")) if root.is_dir() else []:
         try:
-            frame = pd.read_csv(path, sep="\t")
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+            used = json.loads(path.read_text())["resources"]
+            row = {"seconds": float(used["wall_seconds"]), "cpu_seconds": float(used["cpu_seconds"]),
+                   "max_rss_mb": float(used["max_rss_mb"])}
+        except (OSError, ValueError, KeyError, TypeError):
             continue
-        if "s" not in frame.columns or frame.empty:
-            continue
-        rel = path.relative_to(root)
-        job = str(rel.with_suffix(""))[len(rel.parts[0]) + 1 :] or rel.stem
+        rel = path.relative_to(root).with_suffix("")
+        job = "/".join(rel.parts[1:]) or rel.parts[0]
         if not _planned(rel.parts[0], job, wanted):
             continue
-        cpu = float(pd.to_numeric(frame.get("cpu_time", pd.Series([float("nan")])), errors="coerce").mean())
-        rss = float(pd.to_numeric(frame.get("max_rss", pd.Series([float("nan")])), errors="coerce").mean())
-        logged = _logged_resources(Path(logs_dir) / rel.with_suffix(".log"))
-        if logged is not None:
-            cpu, rss = logged
-        rows.append(
-            {
-                "rule": rel.parts[0],
-                "job": job,
-                "seconds": float(frame["s"].mean()),
-                "cpu_seconds": cpu,
-                "max_rss_mb": rss,
-            }
-        )
+        rows.append({"rule": rel.parts[0], "job": job, **row})
     return pd.DataFrame(rows, columns=["rule", "job", "seconds", "cpu_seconds", "max_rss_mb"])
 
 
@@ -193,7 +170,7 @@ def read_dataset_records(data_dir: Path, names: list[str] | None = None) -> dict
     return records
 
 
-def collect(config_path: str | Path, repo: Path, logs_dir: Path, data_dir: Path,
+def collect(config_path: str | Path, repo: Path, records_dir: Path, data_dir: Path,
             datasets: list[str] | None = None, jobs: list[str] | None = None) -> Provenance:
     """Provenance of one run: with ``datasets`` / ``jobs`` (the config's), only their records and timings,
     not those of whatever else was run in the same folders."""
@@ -206,6 +183,6 @@ def collect(config_path: str | Path, repo: Path, logs_dir: Path, data_dir: Path,
         packages=package_versions(),
         device=device_description(),
         python=platform.python_version(),
-        benchmarks=read_benchmarks(logs_dir, jobs),
+        benchmarks=read_job_resources(records_dir, jobs),
         datasets=read_dataset_records(data_dir, datasets),
     )
