@@ -17,7 +17,6 @@ import torch
 from torch import nn
 
 from uqcal.api import Method, RunContext
-from uqcal.optim import make_adam
 
 QUANTILE_LEVELS = (0.025, 0.05, 0.16, 0.84, 0.95, 0.975)
 
@@ -172,7 +171,7 @@ def meta_train(
     """Alg. 1 with Adam, 32 tasks a batch, one epoch = one pass over the meta-training tasks, and early
     stopping on the meta-validation episodes' loss (checked every ``eval_every`` epochs, ``patience``
     checks without improvement stop training, the best state is restored)."""
-    optimiser = make_adam(model.parameters(), params["lr"])  # torch.optim.Adam's numbers (uqcal.optim)
+    optimiser = torch.optim.Adam(model.parameters(), lr=params["lr"])
     n_tasks = len(data.train_tasks)
     batch = min(params["batch_tasks"], n_tasks)
     best, best_state, since_best, epochs_run = math.inf, copy.deepcopy(model.state_dict()), 0, 0

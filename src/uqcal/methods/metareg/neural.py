@@ -23,7 +23,6 @@ from uqcal.methods.metareg.episodes import (
     feedforward,
 )
 from uqcal.methods.metareg.heads import make_head
-from uqcal.optim import make_adam
 
 _HEAD_DEFAULTS = {"head": "ng", "hidden": 32, "layers": 4, "dropout": 0.3, "mc_samples": 30}
 
@@ -64,7 +63,7 @@ class SingleTaskNet(MetaRegMethod):
         net = copy.deepcopy(nets[0]).to("meta")
         net.train(head.name == "bd")
         batched_loss, batched_raw = _task_fns(net, head)
-        optimiser = make_adam(params.values(), p["lr"])
+        optimiser = torch.optim.Adam(params.values(), lr=p["lr"])
         for _ in range(p["epochs"]):
             optimiser.zero_grad()
             batched_loss(params, episodes.xs, episodes.ys).sum().backward()
@@ -144,7 +143,7 @@ class PooledNet(MetaRegMethod):
         net = _network(head, data, p)
         X, y = data.pooled()
         val_x, val_y = data.val.xq.reshape(-1, data.n_features), data.val.yq.reshape(-1)
-        optimiser = make_adam(net.parameters(), p["lr"])
+        optimiser = torch.optim.Adam(net.parameters(), lr=p["lr"])
         best, best_state, since, epochs_run = math.inf, copy.deepcopy(net.state_dict()), 0, 0
         start = time.perf_counter()
         for epoch in range(p["epochs"]):
