@@ -76,6 +76,6 @@ class AGP(MetaRegMethod):
 
     def extra_stats(self, model) -> dict:
         return {
-            "noise": float(model.likelihood.noise.squeeze()),
+            "noise": float(model.likelihood.noise.squeeze().detach()),
             "outputscale": float(model.base_kernel.outputscale.squeeze()),
         }
