@@ -102,13 +102,34 @@ def simulate(steps: np.ndarray, criterion: np.ndarray, eval_every: int, patience
     return chosen, stop
 
 
-def analyse(curves: dict, every: int) -> None:
+def _criterion_sets(losses: np.ndarray, k: int) -> list[np.ndarray]:
+    """The rule-half criterion with k episodes per task, one curve per disjoint episode set."""
+    per_task = losses.shape[-1] // 2
+    return [losses[:, :, r * k : (r + 1) * k].mean((1, 2)) for r in range(per_task // k)]
+
+
+def evaluate_rule(curves: dict, rule: tuple) -> tuple[dict, dict]:
+    """Regret R(chosen) - min R (min over the whole recorded curve) and stop step, per group."""
+    k, smoothing, every, patience, min_steps, cap = rule
+    regrets, stops = {}, {}
+    for key, (steps, losses) in curves.items():
+        per_task = losses.shape[-1] // 2
+        reference = losses[:, :, per_task:].mean((1, 2))
+        keep = steps <= cap
+        for criterion in _criterion_sets(losses, k):
+            chosen, stop = simulate(steps[keep], criterion[keep], every, patience, min_steps, smoothing)
+            regrets.setdefault(key[:3], []).append(reference[chosen] - reference.min())
+            stops.setdefault(key[:3], []).append(stop)
+    return regrets, stops
+
+
+def analyse(curves: dict, rule: tuple) -> None:
     per_task = next(iter(curves.values()))[1].shape[-1] // 2
     ks = [k for k in (1, 2, 5, 10, 20) if k <= per_task]
+    groups = sorted({key[:3] for key in curves})
     print("\n## 1. Noise of the validation criterion (std over disjoint episode sets, mean over checks >= 100)")
     print("| method | data / N_S | k=" + " | k=".join(map(str, ks)) + " | R(100) - min R | argmin R (steps) |")
     print("|---|---|" + "---|" * (len(ks) + 2))
-    groups = sorted({key[:3] for key in curves})
     for method, dataset, setting in groups:
         runs = [v for key, v in curves.items() if key[:3] == (method, dataset, setting)]
         sds, signal, argmins = {k: [] for k in ks}, [], []
@@ -118,38 +139,43 @@ def analyse(curves: dict, every: int) -> None:
             signal.append(reference[np.searchsorted(steps, 100)] - reference.min())
             argmins.append(steps[reference.argmin()])
             for k in ks:
-                sets = losses[:, :, : per_task // k * k].reshape(len(steps), losses.shape[1], per_task // k, k)
-                sds[k].append(sets.mean(-1).mean(1)[late].std(-1, ddof=1).mean())
-        cells = " | ".join(f"{np.mean(sds[k]):.4f}" for k in ks)
+                sets = np.stack(_criterion_sets(losses, k), -1)
+                if sets.shape[-1] > 1:
+                    sds[k].append(sets[late].std(-1, ddof=1).mean())
+        cells = " | ".join(f"{np.mean(sds[k]):.4f}" if sds[k] else "-" for k in ks)
         print(f"| {method} | {dataset} / {setting} | {cells} | {np.mean(signal):.4f} | "
               f"{np.median(argmins):.0f} ({np.min(argmins):.0f}-{np.max(argmins):.0f}) |")
 
-    grid = list(itertools.product(ks, (0.0, 0.5, 0.8, 0.9), (50, 100, 200, 400), (0, 100, 200, 400)))
-    results = {}
-    for k, smoothing, patience, min_steps in grid:
-        regrets, stops = {}, {}
-        for key, (steps, losses) in curves.items():
-            reference = losses[:, :, per_task:].mean((1, 2))
-            for r in range(per_task // k):
-                criterion = losses[:, :, r * k : (r + 1) * k].mean((1, 2))
-                chosen, stop = simulate(steps, criterion, every, patience, min_steps, smoothing)
-                regrets.setdefault(key[:3], []).append(reference[chosen] - reference.min())
-                stops.setdefault(key[:3], []).append(stop)
-        results[(k, smoothing, patience, min_steps)] = (regrets, stops)
-    print("\n## 2. Stopping rules: regret R(chosen) - min R (mean over splits and episode sets) and mean stop step")
-    print("Rules sorted by the mean regret over all (method, data, N_S) groups; the previous rule is")
-    print("k=1, a=0, P=50 (10 checks of 5 steps), M=0.")
-    header = " | ".join(f"{m} {d}/{s}" for m, d, s in groups)
-    print(f"| k | a | P | M | mean regret | worst group | mean stop | {header} |")
-    print("|---|---|---|---|---|---|---|" + "---|" * len(groups))
-    ranked = sorted(results.items(), key=lambda item: np.mean([np.mean(v) for v in item[1][0].values()]))
-    previous = (1, 0.0, 50, 0)
-    shown = ranked[:25] + [item for item in ranked if item[0] == previous]
-    for (k, smoothing, patience, min_steps), (regrets, stops) in shown:
+    grid = list(itertools.product(ks, (0.0, 0.5), (5, 10, 20), (100, 200, 300, 400), (0, 300), (500, 1000)))
+    scored = []
+    for candidate in grid:
+        regrets, stops = evaluate_rule(curves, candidate)
         per_group = [np.mean(regrets[g]) for g in groups]
-        cells = " | ".join(f"{np.mean(regrets[g]):.4f} @{np.mean(stops[g]):.0f}" for g in groups)
-        print(f"| {k} | {smoothing} | {patience} | {min_steps} | {np.mean(per_group):.4f} | {np.max(per_group):.4f} "
-              f"| {np.mean([np.mean(stops[g]) for g in groups]):.0f} | {cells} |")
+        scored.append((np.mean(per_group), np.max(per_group), np.mean([np.mean(stops[g]) for g in groups]),
+                       candidate))
+    print("\n## 2. Stopping rules: mean regret R(chosen) - min R over the groups (min over all recorded steps),")
+    print("worst group, and mean stopping step (the CPU it costs); the best 8 rules per cap and cost band, and")
+    print("the previous rule (k=1, a=0, every 5, P=50 = 10 checks, M=0, cap 1000).")
+    print("| k | a | every | P | M | cap | mean regret | worst group | mean stop step |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    previous = (1, 0.0, 5, 50, 0, 1000)
+    regrets, stops = evaluate_rule(curves, previous)
+    old = (np.mean([np.mean(regrets[g]) for g in groups]), np.max([np.mean(regrets[g]) for g in groups]),
+           np.mean([np.mean(stops[g]) for g in groups]), previous)
+    for cap in (500, 1000):
+        ranked = sorted(item for item in scored if item[3][5] == cap)
+        for mean, worst, stop, (k, a, every, patience, min_steps, c) in [*ranked[:8], *([old] if cap == 1000 else [])]:
+            print(f"| {k} | {a} | {every} | {patience} | {min_steps} | {c} | {mean:.4f} | {worst:.4f} | {stop:.0f} |")
+
+    regrets, stops = evaluate_rule(curves, rule)
+    print(f"\n## 3. The chosen rule k={rule[0]}, a={rule[1]}, every {rule[2]}, P={rule[3]}, M={rule[4]}, "
+          f"cap {rule[5]} against the previous one, per group")
+    print("| method | data / N_S | regret (chosen) | stop step (chosen) | regret (previous) | stop step (previous) |")
+    print("|---|---|---|---|---|---|")
+    old_regrets, old_stops = evaluate_rule(curves, previous)
+    for group in groups:
+        print(f"| {group[0]} | {group[1]} / {group[2]} | {np.mean(regrets[group]):.4f} | {np.mean(stops[group]):.0f} "
+              f"| {np.mean(old_regrets[group]):.4f} | {np.mean(old_stops[group]):.0f} |")
 
 
 def main() -> None:
@@ -164,6 +190,8 @@ def main() -> None:
     parser.add_argument("--per-task", type=int, default=10, help="K: episodes per validation task per half")
     parser.add_argument("--save", help="write the recorded curves to this .npz")
     parser.add_argument("--load", help="analyse curves recorded earlier instead of training")
+    parser.add_argument("--rule", nargs=6, type=float, default=[10, 0.0, 10, 300, 0, 1000],
+                        metavar=("K", "A", "EVERY", "P", "M", "CAP"), help="the rule shown in table 3")
     args = parser.parse_args()
     torch.set_num_threads(1)
     curves = {}
@@ -190,7 +218,8 @@ def main() -> None:
                 for (m, d, s, k), (steps, losses) in curves.items()
                 for part, value in (("steps", steps), ("losses", losses))
             })
-    analyse(curves, args.every)
+    k, a, every, patience, min_steps, cap = args.rule
+    analyse(curves, (int(k), a, int(every), int(patience), int(min_steps), int(cap)))
 
 
 if __name__ == "__main__":

@@ -381,9 +381,10 @@ class EpisodicMetaMethod(MetaRegMethod):
         "epochs": 1000,
         "lr": 1e-2,
         "batch_tasks": 32,
-        # EarlyStopping, in Adam steps; values chosen from measurements (docs/metareg.md, "Early stopping")
+        # EarlyStopping in Adam steps, chosen from benchmarks/metareg_stopping.py (docs/metareg.md, "Early
+        # stopping"; with 10 validation episodes per task, split.val_episodes_per_task)
         "eval_every": 10,
-        "patience": 100,
+        "patience": 300,
         "min_steps": 0,
         "val_smoothing": 0.0,
         "max_train_tasks": None,
