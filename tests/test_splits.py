@@ -53,6 +53,16 @@ def test_multitask_split_is_disjoint_and_deterministic():
     assert c["tasks"] != a["tasks"]
 
 
+def test_test_episodes_do_not_depend_on_the_number_of_validation_episodes():
+    # metareg's stopping rule sets val_episodes_per_task; the meta-test episodes must stay the same.
+    table = multitask_table()
+    params = {"n_support": 10, "n_query": 30, "min_task_size": 60, "test_episodes_per_task": 2}
+    one = multitask_split(table, {**params, "val_episodes_per_task": 1}, 2)
+    ten = multitask_split(table, {**params, "val_episodes_per_task": 10}, 2)
+    assert one["test_episodes"] == ten["test_episodes"]
+    assert len(ten["val_episodes"]) == 10 * len(ten["tasks"]["val"])
+
+
 def test_task_split_is_shared_across_support_sizes():
     table = multitask_table()
     base = {"n_query": 30, "min_task_size": 60}

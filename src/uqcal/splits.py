@@ -89,9 +89,10 @@ def multitask_split(table: Table, params: dict, seed: int) -> dict:
     )
     # The task split depends on the seed only, so every N_S setting shares it.
     train, val, test = _partition(eligible, fractions, _rng(table.name, "tasks", seed))
-    episode_rng = _rng(table.name, "episodes", n_support, seed)
 
-    def fixed_episodes(tasks: np.ndarray, per_task: int) -> list[dict]:
+    def fixed_episodes(tasks: np.ndarray, per_task: int, stream: str) -> list[dict]:
+        # One random stream each for val and test, so the validation protocol never changes the test episodes.
+        episode_rng = _rng(table.name, stream, n_support, seed)
         episodes = []
         for task in tasks:
             for _ in range(per_task):
@@ -105,8 +106,8 @@ def multitask_split(table: Table, params: dict, seed: int) -> dict:
         "dropped_tasks": sorted(_plain(t) for t, r in rows.items() if len(r) < min_size),
         "n_support": n_support,
         "n_query": n_query,
-        "val_episodes": fixed_episodes(val, int(params.get("val_episodes_per_task", 1))),
-        "test_episodes": fixed_episodes(test, int(params.get("test_episodes_per_task", 1))),
+        "val_episodes": fixed_episodes(val, int(params.get("val_episodes_per_task", 1)), "val_episodes"),
+        "test_episodes": fixed_episodes(test, int(params.get("test_episodes_per_task", 1)), "test_episodes"),
     }
 
 

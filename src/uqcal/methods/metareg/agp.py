@@ -12,7 +12,6 @@ import torch
 
 from uqcal.gp.exact import batched_cholesky, batched_gp_posterior
 from uqcal.methods.metareg.episodes import Episodes, MetaRegMethod
-from uqcal.optim import make_adam
 
 
 class _SparseGP(gpytorch.models.ExactGP):
@@ -40,7 +39,7 @@ class AGP(MetaRegMethod):
         model = _SparseGP(X, y, likelihood, inducing).to(device=data.device, dtype=data.dtype)
         model.train()
         likelihood.train()
-        optimiser = make_adam(model.parameters(), p["lr"])
+        optimiser = torch.optim.Adam(model.parameters(), lr=p["lr"])
         mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
         start = time.perf_counter()
         for _ in range(p["iterations"]):
@@ -77,6 +76,6 @@ class AGP(MetaRegMethod):
 
     def extra_stats(self, model) -> dict:
         return {
-            "noise": float(model.likelihood.noise.squeeze()),
+            "noise": float(model.likelihood.noise.squeeze().detach()),
             "outputscale": float(model.base_kernel.outputscale.squeeze()),
         }

@@ -7,6 +7,7 @@ every prediction and metric of this family is in those standardised units.
 from __future__ import annotations
 
 import copy
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -17,7 +18,6 @@ import torch
 from torch import nn
 
 from uqcal.api import Method, RunContext
-from uqcal.optim import make_adam
 
 QUANTILE_LEVELS = (0.025, 0.05, 0.16, 0.84, 0.95, 0.975)
 
@@ -150,15 +150,70 @@ class EpisodeData:
         return self._tensor(self.X[self.train_rows]), self._tensor(self.y[self.train_rows])
 
 
-def sorted_calibration_loss(pit: torch.Tensor) -> torch.Tensor:
-    """Eq. (10): mean_n |p_(n) - n/N_Q| over each task's sorted query CDF values, averaged over tasks."""
+def calibration_loss_per_episode(pit: torch.Tensor) -> torch.Tensor:
+    """Eq. (10) per episode: mean_n |p_(n) - n/N_Q| over each task's sorted query CDF values, shape (B,)."""
     n = pit.shape[-1]
     levels = torch.arange(1, n + 1, dtype=pit.dtype, device=pit.device) / n
-    return (pit.sort(-1).values - levels).abs().mean()
+    return (pit.sort(-1).values - levels).abs().mean(-1)
 
 
-def gaussian_nll(y, mean, var) -> torch.Tensor:
-    return 0.5 * (torch.log(2 * math.pi * var) + (y - mean) ** 2 / var).mean()
+def sorted_calibration_loss(pit: torch.Tensor) -> torch.Tensor:
+    """Eq. (10) averaged over the tasks of the batch."""
+    return calibration_loss_per_episode(pit).mean()
+
+
+def gaussian_nll_per_episode(y, mean, var) -> torch.Tensor:
+    """Mean negative log-likelihood of each episode's query points, shape (B,)."""
+    return 0.5 * (torch.log(2 * math.pi * var) + (y - mean) ** 2 / var).mean(-1)
+
+
+class EarlyStopping:
+    """When to stop meta-training, counted in Adam steps (not epochs, whose length depends on the number
+    of meta-training tasks), on a criterion that averages out validation noise (docs/metareg.md, "Early
+    stopping"): the meta-validation loss is an exponential moving average over checks (``smoothing`` is
+    the weight of the previous average; 0 = the raw value), no stop before ``min_steps``, stop once the
+    average has not improved for ``patience`` steps. The best state is the one at the smoothed
+    criterion's minimum. The same rule serves every early-stopped metareg method."""
+
+    def __init__(self, eval_every: int, patience: int, min_steps: int = 0, smoothing: float = 0.0):
+        if eval_every < 1 or patience < 1 or min_steps < 0:
+            raise ValueError(
+                f"early stopping needs eval_every >= 1, patience >= 1, min_steps >= 0; got "
+                f"{eval_every}, {patience}, {min_steps}"
+            )
+        if not 0.0 <= smoothing < 1.0:
+            raise ValueError(f"val_smoothing must be in [0, 1), got {smoothing}")
+        self.eval_every, self.patience, self.min_steps, self.smoothing = eval_every, patience, min_steps, smoothing
+        self.smoothed: float | None = None
+        self.best, self.best_step, self.last_check = math.inf, 0, 0
+        self.best_state: dict | None = None
+        self.curve: list[list[float]] = []  # [step, raw criterion, smoothed criterion] at every check
+
+    def due(self, step: int) -> bool:
+        return step - self.last_check >= self.eval_every
+
+    def update(self, step: int, value: float, state: dict) -> bool:
+        """Record the finite criterion at ``step`` (``state``: the model's state_dict then); True = stop."""
+        self.last_check = step
+        a = self.smoothing
+        self.smoothed = value if self.smoothed is None else a * self.smoothed + (1.0 - a) * value
+        self.curve.append([step, value, self.smoothed])
+        if self.smoothed < self.best - 1e-6:
+            self.best, self.best_step, self.best_state = self.smoothed, step, copy.deepcopy(state)
+        return step >= self.min_steps and step - self.best_step >= self.patience
+
+    def state_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    def load_state_dict(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+
+def early_stopping(params: dict) -> EarlyStopping:
+    return EarlyStopping(
+        int(params["eval_every"]), int(params["patience"]), int(params.get("min_steps", 0)),
+        float(params.get("val_smoothing", 0.0)),
+    )
 
 
 def meta_train(
@@ -168,15 +223,18 @@ def meta_train(
     params: dict,
     ctx: RunContext | None,
     generator: torch.Generator,
+    monitor=None,
 ) -> dict:
-    """Alg. 1 with Adam, 32 tasks a batch, one epoch = one pass over the meta-training tasks, and early
-    stopping on the meta-validation episodes' loss (checked every ``eval_every`` epochs, ``patience``
-    checks without improvement stop training, the best state is restored)."""
-    optimiser = make_adam(model.parameters(), params["lr"])  # torch.optim.Adam's numbers (uqcal.optim)
+    """Alg. 1 with Adam, 32 tasks a batch, one epoch = one pass over the meta-training tasks (ragged last
+    batch dropped), at most ``epochs`` epochs, and ``EarlyStopping`` on the meta-validation episodes' loss
+    (checked at the end of an epoch once ``eval_every`` Adam steps have passed since the last check).
+    ``monitor(step, model)``, if given, is called at every check (e.g. to record extra validation curves)."""
+    optimiser = torch.optim.Adam(model.parameters(), lr=params["lr"])
     n_tasks = len(data.train_tasks)
     batch = min(params["batch_tasks"], n_tasks)
-    best, best_state, since_best, epochs_run = math.inf, copy.deepcopy(model.state_dict()), 0, 0
-    elapsed, first_epoch = 0.0, 0
+    stopper = early_stopping(params)
+    stopper.best_state = copy.deepcopy(model.state_dict())
+    steps, epochs_run, elapsed, first_epoch = 0, 0, 0.0, 0
     checkpoint = ctx.checkpoint() if ctx is not None else None
     state = checkpoint.load() if checkpoint is not None else None
     if state is not None:  # resume exactly where an interrupted run saved: weights, Adam moments, RNG streams
@@ -184,13 +242,14 @@ def meta_train(
         optimiser.load_state_dict(state["optimiser"])
         generator.set_state(state["generator"])
         torch.set_rng_state(state["torch_rng"])
-        best, best_state, since_best = state["best"], state["best_state"], state["since_best"]
+        stopper.load_state_dict(state["stopper"])
         first_epoch = epochs_run = state["epoch"]
-        elapsed = state["elapsed"]
+        steps, elapsed = state["steps"], state["elapsed"]
     epochs = range(first_epoch, params["epochs"])
     iterator = ctx.progress(epochs, total=len(epochs), desc="meta-train") if ctx else epochs
     start = time.perf_counter()
     stopped = state is not None and state.get("stopped", False)
+    failures = state.get("fit_failures", 0) if state is not None else 0
     for epoch in [] if stopped else iterator:
         model.train()
         order = torch.randperm(n_tasks, generator=generator).to(data.device)
@@ -198,29 +257,48 @@ def meta_train(
             episodes = data.sample(order[first : first + batch], data.n_support, data.n_query, generator)
             optimiser.zero_grad()
             loss = loss_fn(model, episodes)
+            if not torch.isfinite(loss):  # never step on a broken loss; the best state is restored below
+                failures, stopped = failures + 1, True
+                break
             loss.backward()
             optimiser.step()
+            steps += 1
         epochs_run = epoch + 1
-        if (epoch + 1) % params["eval_every"] == 0 or epoch + 1 == params["epochs"]:
+        if not stopped and (stopper.due(steps) or epoch + 1 == params["epochs"]):
             model.eval()
-            val = float(loss_fn(model, data.val).detach())
-            if val < best - 1e-6:
-                best, best_state, since_best = val, copy.deepcopy(model.state_dict()), 0
+            with torch.no_grad():
+                val = float(loss_fn(model, data.val))
+            if math.isfinite(val):
+                stopped = stopper.update(steps, val, model.state_dict())
             else:
-                since_best += 1
-            stopped = since_best >= params["patience"]
+                failures, stopped = failures + 1, True
+            if monitor is not None:
+                monitor(steps, model)
             if checkpoint is not None:  # at validation points, so a resumed run replays the same checks
                 checkpoint.save({
-                    "epoch": epochs_run, "model": model.state_dict(), "optimiser": optimiser.state_dict(),
-                    "generator": generator.get_state(), "torch_rng": torch.get_rng_state(), "best": best,
-                    "best_state": best_state, "since_best": since_best, "stopped": stopped,
-                    "elapsed": elapsed + time.perf_counter() - start,
+                    "epoch": epochs_run, "steps": steps, "model": model.state_dict(),
+                    "optimiser": optimiser.state_dict(), "generator": generator.get_state(),
+                    "torch_rng": torch.get_rng_state(), "stopper": stopper.state_dict(), "stopped": stopped,
+                    "fit_failures": failures, "elapsed": elapsed + time.perf_counter() - start,
                 })
-            if stopped:
-                break
-    model.load_state_dict(best_state)
+        if stopped:
+            break
+    if failures:
+        name = f"{ctx.method} seed {ctx.seed}" if ctx is not None else "meta_train"
+        log = ctx.log if ctx is not None else logging.getLogger(__name__)
+        log.warning("%s: non-finite loss at step %d; training stopped, the best state (step %d) restored",
+                    name, steps, stopper.best_step)
+    model.load_state_dict(stopper.best_state)
     model.eval()
-    return {"train_seconds": elapsed + time.perf_counter() - start, "epochs_run": epochs_run, "best_val_loss": best}
+    return {
+        "fit_failures": failures,
+        "train_seconds": elapsed + time.perf_counter() - start,
+        "epochs_run": epochs_run,
+        "steps_run": steps,
+        "best_step": stopper.best_step,
+        "best_val_loss": stopper.best,
+        "val_curve": stopper.curve,
+    }
 
 
 def predictions_frame(data: EpisodeData, columns: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -303,8 +381,12 @@ class EpisodicMetaMethod(MetaRegMethod):
         "epochs": 1000,
         "lr": 1e-2,
         "batch_tasks": 32,
+        # EarlyStopping in Adam steps, chosen from benchmarks/metareg_stopping.py (docs/metareg.md, "Early
+        # stopping"; with 10 validation episodes per task, split.val_episodes_per_task)
         "eval_every": 10,
-        "patience": 10,
+        "patience": 300,
+        "min_steps": 0,
+        "val_smoothing": 0.0,
         "max_train_tasks": None,
         "hidden": 32,
     }
@@ -312,8 +394,12 @@ class EpisodicMetaMethod(MetaRegMethod):
     def build(self, data: EpisodeData) -> nn.Module:
         raise NotImplementedError
 
-    def loss(self, model, episodes: Episodes) -> torch.Tensor:
+    def episode_losses(self, model, episodes: Episodes) -> torch.Tensor:
+        """The training loss of each episode of the batch, shape (B,)."""
         raise NotImplementedError
+
+    def loss(self, model, episodes: Episodes) -> torch.Tensor:
+        return self.episode_losses(model, episodes).mean()
 
     def fit(self, data, ctx, generator):
         model = self.build(data).to(device=data.device, dtype=data.dtype)

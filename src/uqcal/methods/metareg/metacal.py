@@ -21,9 +21,9 @@ from uqcal.methods.metareg.episodes import (
     EpisodeData,
     Episodes,
     EpisodicMetaMethod,
+    calibration_loss_per_episode,
     feedforward,
-    gaussian_nll,
-    sorted_calibration_loss,
+    gaussian_nll_per_episode,
 )
 
 
@@ -203,15 +203,15 @@ class MetaCal(EpisodicMetaMethod):
         p = self.params
         return mixed_map(u, centers, model.sigma, model.alpha, p["calibration"], p["normalise_r"])
 
-    def loss(self, model, episodes: Episodes):
+    def episode_losses(self, model, episodes: Episodes):
         f, v, centers = self.adapt(model, episodes)
         if self.params["objective"] == "nll":
-            return gaussian_nll(episodes.yq, f, v)
+            return gaussian_nll_per_episode(episodes.yq, f, v)
         u = torch.special.ndtr((episodes.yq - f) / v.sqrt())  # Eq. (6)
         h = u if centers is None else self.calibrated_cdf(model, u, centers)
         lam = float(self.params["lam"])
-        mse = ((f - episodes.yq) ** 2).mean()
-        return lam * mse + (1.0 - lam) * sorted_calibration_loss(h)  # Eq. (11), arguments as intended
+        mse = ((f - episodes.yq) ** 2).mean(-1)
+        return lam * mse + (1.0 - lam) * calibration_loss_per_episode(h)  # Eq. (11), arguments as intended
 
     # ---- prediction ----------------------------------------------------------------------------------
     def quantile_u(self, model, centers, levels: torch.Tensor) -> torch.Tensor:

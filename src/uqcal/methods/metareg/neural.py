@@ -20,10 +20,10 @@ from uqcal.methods.metareg.episodes import (
     Episodes,
     EpisodicMetaMethod,
     MetaRegMethod,
+    early_stopping,
     feedforward,
 )
 from uqcal.methods.metareg.heads import make_head
-from uqcal.optim import make_adam
 
 _HEAD_DEFAULTS = {"head": "ng", "hidden": 32, "layers": 4, "dropout": 0.3, "mc_samples": 30}
 
@@ -64,7 +64,7 @@ class SingleTaskNet(MetaRegMethod):
         net = copy.deepcopy(nets[0]).to("meta")
         net.train(head.name == "bd")
         batched_loss, batched_raw = _task_fns(net, head)
-        optimiser = make_adam(params.values(), p["lr"])
+        optimiser = torch.optim.Adam(params.values(), lr=p["lr"])
         for _ in range(p["epochs"]):
             optimiser.zero_grad()
             batched_loss(params, episodes.xs, episodes.ys).sum().backward()
@@ -104,18 +104,18 @@ class MamlNet(EpisodicMetaMethod):
         model.net.train(self._head.name == "bd")
         batched_loss, batched_raw = _task_fns(model.net, self._head)
         batch = len(episodes)
-        fast = {k: v.unsqueeze(0).expand(batch, *v.shape) for k, v in model.net.named_parameters()}
-        with torch.enable_grad():
+        with torch.enable_grad():  # the inner loop needs gradients even when validating under no_grad
+            fast = {k: v.unsqueeze(0).expand(batch, *v.shape) for k, v in model.net.named_parameters()}
             for _ in range(p["inner_steps"]):
                 support_loss = batched_loss(fast, episodes.xs, episodes.ys).sum()
                 grads = torch.autograd.grad(support_loss, list(fast.values()), create_graph=create_graph)
                 fast = {k: v - p["inner_lr"] * g for (k, v), g in zip(fast.items(), grads, strict=False)}
         return fast, batched_loss, batched_raw
 
-    def loss(self, model, episodes):
+    def episode_losses(self, model, episodes):
         create_graph = torch.is_grad_enabled() and model.training and not self.params["first_order"]
         fast, batched_loss, _ = self.adapt(model, episodes, create_graph)
-        return batched_loss(fast, episodes.xq, episodes.yq).mean()
+        return batched_loss(fast, episodes.xq, episodes.yq)
 
     def predict(self, model, episodes):
         fast, _, batched_raw = self.adapt(model, episodes, create_graph=False)
@@ -133,8 +133,8 @@ class PooledNet(MetaRegMethod):
         "epochs": 100,
         "lr": 1e-2,
         "batch_size": 256,
-        "eval_every": 1,
-        "patience": 10,
+        "eval_every": 1,  # Adam steps: i.e. at the end of every epoch
+        "patience": 1000,  # Adam steps (about 10 epochs of ozone's pooled rows)
         "max_train_tasks": None,
     }
 
@@ -144,8 +144,10 @@ class PooledNet(MetaRegMethod):
         net = _network(head, data, p)
         X, y = data.pooled()
         val_x, val_y = data.val.xq.reshape(-1, data.n_features), data.val.yq.reshape(-1)
-        optimiser = make_adam(net.parameters(), p["lr"])
-        best, best_state, since, epochs_run = math.inf, copy.deepcopy(net.state_dict()), 0, 0
+        optimiser = torch.optim.Adam(net.parameters(), lr=p["lr"])
+        stopper = early_stopping(p)
+        stopper.best_state = copy.deepcopy(net.state_dict())
+        steps, epochs_run, failures = 0, 0, 0
         start = time.perf_counter()
         for epoch in range(p["epochs"]):
             net.train()
@@ -153,25 +155,37 @@ class PooledNet(MetaRegMethod):
             for first in range(0, len(y), p["batch_size"]):
                 rows = order[first : first + p["batch_size"]]
                 optimiser.zero_grad()
-                head.loss(net, X[rows], y[rows]).backward()
+                loss = head.loss(net, X[rows], y[rows])
+                if not torch.isfinite(loss):
+                    failures += 1
+                    break
+                loss.backward()
                 optimiser.step()
+                steps += 1
             epochs_run = epoch + 1
-            if epochs_run % p["eval_every"] == 0:
+            if failures:
+                break
+            if stopper.due(steps):  # the whole val query set: thousands of points, so no smoothing needed
                 net.eval()
                 with torch.no_grad():
                     val = float(head.loss(net, val_x, val_y))
-                if val < best - 1e-6:
-                    best, best_state, since = val, copy.deepcopy(net.state_dict()), 0
-                else:
-                    since += 1
-                    if since >= p["patience"]:
-                        break
-        net.load_state_dict(best_state)
+                if not math.isfinite(val):
+                    failures += 1
+                    break
+                if stopper.update(steps, val, net.state_dict()):
+                    break
+        if failures and ctx is not None:
+            ctx.log.warning("%s seed %d: non-finite loss at step %d; training stopped, the best state (step %d) "
+                            "restored", ctx.method, ctx.seed, steps, stopper.best_step)
+        net.load_state_dict(stopper.best_state)
         self._head = head
         return net, {
+            "fit_failures": failures,
             "train_seconds": time.perf_counter() - start,
             "epochs_run": epochs_run,
-            "best_val_loss": best,
+            "steps_run": steps,
+            "best_step": stopper.best_step,
+            "best_val_loss": stopper.best,
         }
 
     def predict(self, net, episodes):

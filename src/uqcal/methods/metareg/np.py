@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from uqcal.methods.metareg.episodes import EpisodicMetaMethod, feedforward, gaussian_nll
+from uqcal.methods.metareg.episodes import EpisodicMetaMethod, feedforward, gaussian_nll_per_episode
 
 
 class ConditionalNP(nn.Module):
@@ -34,9 +34,9 @@ class NeuralProcess(EpisodicMetaMethod):
             self.params["decoder_layers"],
         )
 
-    def loss(self, model, episodes):
+    def episode_losses(self, model, episodes):
         mean, std = model(episodes.xs, episodes.ys, episodes.xq)
-        return gaussian_nll(episodes.yq, mean, std**2)
+        return gaussian_nll_per_episode(episodes.yq, mean, std**2)
 
     @torch.no_grad()
     def predict(self, model, episodes):

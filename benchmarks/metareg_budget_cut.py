@@ -1,0 +1,84 @@
+"""Does the default run's CPU budget make a metareg baseline look worse than it is? Prints a table.
+
+The default config cuts some meta-learners short of the stopping rule every other method gets (the MAML
+baselines stop at 30 Adam steps, the pooled nets at 10 epochs). This trains the named methods on the default
+run's own task splits twice, once as the default config has them and once with the rule alone (``epochs``
+= the paper's 1000, the same early stopping as metacal), and prints their test metrics beside metacal's
+from the default run's results (same splits, same meta-test episodes), with a paired t-test over splits.
+
+Run after the default run (`snakemake --cores 2 results/metareg/summary.csv`):
+    PYTHONPATH=src python benchmarks/metareg_budget_cut.py [--methods mng mbd] [--datasets exam]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from scipy import stats
+
+from uqcal.api import get_entry, resolve_params
+from uqcal.config import load_config
+from uqcal.data import load_table
+from uqcal.evaluation import evaluate_predictions
+from uqcal.io import read_json
+from uqcal.methods.metareg.episodes import EpisodeData
+
+METRICS = ("te", "mse", "ece", "ece_pooled")
+
+
+def run(config: dict, method: str, dataset: str, setting: str, seed: int, overrides: dict) -> tuple[dict, dict]:
+    params = resolve_params("metareg", method, {**config["families"]["metareg"]["methods"][method], **overrides})
+    instance = get_entry("metareg", method).load_class()(params)
+    table = load_table(dataset, spec=config["datasets"][dataset])
+    split = read_json(Path("data/splits/metareg") / dataset / setting / f"seed{seed}.json")
+    data = EpisodeData(table.X, table.y, table.task, split)
+    cpu = time.process_time()
+    frame, _, train_stats = instance.run(data, None, seed=seed)
+    train_stats["cpu_seconds"] = time.process_time() - cpu
+    return evaluate_predictions("metareg", frame), train_stats
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="config/config.yaml")
+    parser.add_argument("--methods", nargs="+", default=["mng", "mbd", "msqr"])
+    parser.add_argument("--datasets", nargs="+", default=["ozone", "exam"])
+    parser.add_argument("--settings", nargs="+", default=["ns10", "ns20"])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=1000, help="the cap with the rule alone")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    config = load_config(args.config)
+    print("| method | data / N_S | metric | metacal (default run) | as in the default config | with the rule, "
+          f"cap {args.epochs} | p (metacal vs rule, paired t) | steps (default / rule) | CPU s per split (rule) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for method, dataset, setting in itertools.product(args.methods, args.datasets, args.settings):
+        cut, full, steps, cpu = {m: [] for m in METRICS}, {m: [] for m in METRICS}, ([], []), []
+        ours = {m: [] for m in METRICS}
+        for seed in range(args.seeds):
+            metrics, stats_cut = run(config, method, dataset, setting, seed, {})
+            for m in METRICS:
+                cut[m].append(metrics[m])
+            metrics, stats_full = run(config, method, dataset, setting, seed, {"epochs": args.epochs})
+            for m in METRICS:
+                full[m].append(metrics[m])
+            steps[0].append(stats_cut["steps_run"])
+            steps[1].append(stats_full["steps_run"])
+            cpu.append(stats_full["cpu_seconds"])
+            reference = read_json(Path("results/metareg") / dataset / setting / "metacal" / f"seed{seed}" / "metrics.json")
+            for m in METRICS:
+                ours[m].append(reference[m])
+        for m in METRICS:
+            p = stats.ttest_rel(ours[m], full[m]).pvalue
+            print(f"| {method} | {dataset} / {setting} | {m} | {np.mean(ours[m]):.3f} | {np.mean(cut[m]):.3f} | "
+                  f"{np.mean(full[m]):.3f} | {p:.3f} | {np.mean(steps[0]):.0f} / {np.mean(steps[1]):.0f} | "
+                  f"{np.mean(cpu):.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
