@@ -13,6 +13,7 @@ authors' code. Full-batch L-BFGS (the paper's L-BFGS-B, <= 1000 iterations) or m
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import dataclass, field
@@ -24,35 +25,6 @@ import torch
 KERNEL_INPUTS = ("io", "i", "o")
 
 
-class _StaticBatchShape:
-    """Kernel mixin: ``batch_shape`` is the stored shape instead of one recomputed on every access.
-
-    gpytorch's ``Kernel.batch_shape`` walks every sub-module and broadcasts the sub-kernels' shapes each time it
-    is read (about ten times per ELBO evaluation, ~10% of its CPU here). Our kernels have no batch dimensions
-    and never change them, so the stored shape is the same value; ``io_kernel`` checks that it is.
-    """
-
-    @property
-    def batch_shape(self) -> torch.Size:
-        return self._batch_shape
-
-    @batch_shape.setter
-    def batch_shape(self, value: torch.Size) -> None:
-        self._batch_shape = value
-
-
-class RBFKernel(_StaticBatchShape, gpytorch.kernels.RBFKernel):
-    pass
-
-
-class ScaleKernel(_StaticBatchShape, gpytorch.kernels.ScaleKernel):
-    pass
-
-
-class AdditiveKernel(_StaticBatchShape, gpytorch.kernels.AdditiveKernel):
-    pass
-
-
 def io_kernel(kernel_inputs: str, n_features: int, ard: bool = False) -> gpytorch.kernels.Kernel:
     """The kernel over the combined inputs ``[x (n_features columns), y_hat (1 column)]``."""
     if kernel_inputs not in KERNEL_INPUTS:
@@ -61,20 +33,19 @@ def io_kernel(kernel_inputs: str, n_features: int, ard: bool = False) -> gpytorc
         raise ValueError(f"n_features={n_features}: need at least one input feature")
     parts = []
     if "i" in kernel_inputs:
-        rbf_in = RBFKernel(active_dims=tuple(range(n_features)), ard_num_dims=n_features if ard else None)
-        parts.append(ScaleKernel(rbf_in))
+        rbf_in = gpytorch.kernels.RBFKernel(
+            active_dims=tuple(range(n_features)), ard_num_dims=n_features if ard else None
+        )
+        parts.append(gpytorch.kernels.ScaleKernel(rbf_in))
         parts[-1].rio_role = "in"
     if "o" in kernel_inputs:
-        parts.append(ScaleKernel(RBFKernel(active_dims=(n_features,))))
+        parts.append(gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(active_dims=(n_features,))))
         parts[-1].rio_role = "out"
     # Eq. (2): k_c = k_in + k_out.
-    kernel = parts[0] if len(parts) == 1 else AdditiveKernel(*parts)
+    kernel = parts[0] if len(parts) == 1 else gpytorch.kernels.AdditiveKernel(*parts)
     for scaled in _scale_kernels(kernel):
         scaled.outputscale = 1.0  # GPflow default variance
         scaled.base_kernel.lengthscale = 1.0  # GPflow default lengthscale
-    for module in kernel.modules():  # the static shape is gpytorch's own value
-        if isinstance(module, _StaticBatchShape) and gpytorch.kernels.Kernel.batch_shape.fget(module) != module.batch_shape:
-            raise AssertionError(f"{type(module).__name__}: stored batch shape differs from gpytorch's")
     return kernel
 
 
@@ -82,29 +53,6 @@ def _scale_kernels(kernel: gpytorch.kernels.Kernel) -> list[gpytorch.kernels.Sca
     if isinstance(kernel, gpytorch.kernels.ScaleKernel):
         return [kernel]
     return [k for k in kernel.kernels if isinstance(k, gpytorch.kernels.ScaleKernel)]
-
-
-class VariationalELBO(gpytorch.mlls.VariationalELBO):
-    """gpytorch's VariationalELBO for a model without priors or added loss terms, the same arithmetic.
-
-    The stock ``forward`` looks for registered priors and added loss terms by walking the whole module tree
-    on every evaluation and adds their (here zero) sums; this adds the same zeros without the walk. The
-    constructor refuses a model or likelihood that has priors or added loss terms.
-    """
-
-    def __init__(self, likelihood, model, num_data: int, beta: float = 1.0):
-        super().__init__(likelihood, model, num_data, beta=beta)
-        if list(self.named_priors()) or list(self.model.added_loss_terms()):
-            raise ValueError("VariationalELBO (rio) assumes no priors and no added loss terms")
-
-    def forward(self, approximate_dist_f, target, **kwargs):
-        # = gpytorch.mlls._ApproximateMarginalLogLikelihood.forward with combine_terms=True, no terms to find.
-        num_batch = approximate_dist_f.event_shape[0]
-        log_likelihood = self._log_likelihood_term(approximate_dist_f, target, **kwargs).div(num_batch)
-        kl_divergence = self.model.variational_strategy.kl_divergence().div(self.num_data / self.beta)
-        added_loss = torch.zeros_like(log_likelihood)
-        log_prior = torch.zeros_like(log_likelihood)
-        return log_likelihood - kl_divergence + log_prior - added_loss
 
 
 class IOKernelSVGP(gpytorch.models.ApproximateGP):
@@ -209,7 +157,7 @@ def fit_svgp(
     model.train()
     likelihood.train()
     # ELBO of Hensman et al. (2013); gpytorch divides it by n, which leaves the optimum unchanged.
-    elbo = VariationalELBO(likelihood, model, num_data=n)
+    elbo = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=n)
     params = [p for p in list(model.parameters()) + list(likelihood.parameters()) if p.requires_grad]
 
     start = time.perf_counter()
@@ -262,7 +210,7 @@ def _run_lbfgs(model, likelihood, elbo, params, train_x, train_y, max_iter, hist
         value = float(loss.item())
         if value < best["loss"]:
             best["loss"] = value
-            best["state"] = (_snapshot(model), _snapshot(likelihood))
+            best["state"] = (copy.deepcopy(model.state_dict()), copy.deepcopy(likelihood.state_dict()))
         return loss
 
     failed = False
@@ -274,16 +222,8 @@ def _run_lbfgs(model, likelihood, elbo, params, train_x, train_y, max_iter, hist
     if best["state"] is not None:
         model.load_state_dict(best["state"][0])
         likelihood.load_state_dict(best["state"][1])
-    state = opt.state[opt._params[0]]
+    state = opt.state[params[0]]
     return int(state.get("n_iter", 0)), int(state.get("func_evals", 0)), best["loss"], failed
-
-
-def _snapshot(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """``copy.deepcopy(module.state_dict())`` for a state dict of dense tensors, without deepcopy's overhead."""
-    state = module.state_dict()  # an OrderedDict with _metadata, kept for load_state_dict
-    for key, value in state.items():
-        state[key] = value.clone()
-    return state
 
 
 def _run_adam(model, elbo, params, train_x, train_y, batch_size, epochs, lr, rng, progress):
