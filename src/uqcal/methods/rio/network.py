@@ -1,9 +1,9 @@
 """The pretrained network RIO augments (`nn`), App. D.1 of Qiu, Meyerson & Miikkulainen.
 
-ReLU MLP (2x64 by default), RMSprop lr 1e-3 with Keras' constants, MSE loss, at most 1000 epochs, early
-stopping with patience 10 on a seeded random 20% validation part of the training split. Like the authors'
-Keras code (EarlyStopping without restore_best_weights) the network kept is the one at the stopping epoch
-unless ``restore_best`` is set.
+ReLU MLP (2x64 by default, Keras' Glorot-uniform initialisation), RMSprop lr 1e-3 with Keras' constants,
+MSE loss, at most 1000 epochs, early stopping with patience 10 on a seeded random 20% validation part of
+the training split. Like the authors' Keras code (EarlyStopping without restore_best_weights) the network
+kept is the one at the stopping epoch unless ``restore_best`` is set.
 
 The paper gives the NN no predictive distribution. So that the regression evaluator can score it, the
 predictions carry a homoscedastic Gaussian whose std is the RMSE of the network on its validation part
@@ -27,7 +27,13 @@ RMSPROP_ALPHA, RMSPROP_EPS = 0.9, 1e-7  # Keras RMSprop(0.001): rho 0.9, epsilon
 
 
 def build_network(in_dim: int, hidden: int, depth: int) -> nn.Sequential:
-    return mlp(in_dim, 1, hidden=hidden, depth=depth)
+    """The ReLU MLP with Keras' Dense initialisation (the authors' code): Glorot-uniform weights, zero biases."""
+    net = mlp(in_dim, 1, hidden=hidden, depth=depth)
+    for layer in net:
+        if isinstance(layer, nn.Linear):
+            nn.init.xavier_uniform_(layer.weight)
+            nn.init.zeros_(layer.bias)
+    return net
 
 
 def train_network(
