@@ -474,3 +474,27 @@ def test_rio_coverage_uses_the_papers_z_values():
     qr = evaluate_predictions("qr", pred)
     assert rio["cov90"] == pytest.approx(1.0) and qr["cov90"] == pytest.approx(2 / 3)
     assert rio["cov68"] == pytest.approx(2 / 3) and qr["cov68"] == pytest.approx(1 / 3)
+
+
+# ------------------------------------------------------------------------------ report: best among listed methods
+def test_best_among_ignores_methods_outside_the_list():
+    # The NN's NLPD (ours) and the marginal reference are lower than every GP method's here; the paper ranks
+    # only its GP methods for NLPD, so RIO must count as best among [rio, svgp] and not best among all.
+    from uqcal.report.claims import HELD, NOT_HELD, ClaimContext, evaluate_claim
+    from uqcal.report.reference import Reference
+
+    rng = np.random.default_rng(0)
+    means = {"nn": 1.0, "marginal": 0.5, "rio": 2.0, "svgp": 3.0}
+    runs = pd.DataFrame([("concrete", "holdout", m, s, "nlpd", v + 0.01 * rng.normal())
+                         for m, v in means.items() for s in range(8)],
+                        columns=["dataset", "setting", "method", "seed", "metric", "value"])  # fmt: skip
+    summary = runs.groupby(["dataset", "setting", "method", "metric"], as_index=False)["value"].agg(
+        mean="mean", std="std", n="count"
+    )
+    ctx = ClaimContext("rio", summary, runs, Reference("rio"), {})
+    base = {"metric": "nlpd", "method": "rio", "ties": "significance", "test": "ttest"}
+    among = evaluate_claim({"id": "c", "text": "t", "check": {"kind": "best_among", "methods": ["rio", "svgp"],
+                                                              **base}}, ctx)  # fmt: skip
+    assert among.verdict == HELD
+    everyone = evaluate_claim({"id": "c", "text": "t", "check": {"kind": "best", **base}}, ctx)
+    assert everyone.verdict == NOT_HELD
