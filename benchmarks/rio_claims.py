@@ -85,7 +85,7 @@ def main() -> None:
                 return f"{g[metric].mean():{fmt}}±{g[metric].std(ddof=1):{fmt}}{_marks(d, m, metric)}"
 
             nv = f"{g['noise_var'].mean():.3g}" if "noise_var" in g and g["noise_var"].notna().any() else "-"
-            ir = f"{g['improvement_ratio'].mean():.2f}" if "improvement_ratio" in g and m in GP else "-"
+            ir = f"{g['improvement_ratio'].mean():.2f}" if "improvement_ratio" in g and m in GP + ["rio_ys"] else "-"
             line = (f"{m:>9} {cell('rmse', '.3f'):>16} {cell('nlpd', '.3f'):>16} {nv:>10} "
                     f"{g['fit_seconds'].mean() if 'fit_seconds' in g else float('nan'):>7.1f} {ir:>5} "
                     f"{g['cov95'].mean():>5.2f}")  # fmt: skip
