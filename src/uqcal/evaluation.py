@@ -11,10 +11,11 @@ REGRESSION_FAMILIES = ("metareg", "rio", "qr")
 COVERAGE_LEVELS = {"cov95": (0.025, 0.975), "cov90": (0.05, 0.95), "cov68": (0.16, 0.84)}
 
 
-def regression_metrics(pred: pd.DataFrame) -> dict[str, float]:
+def regression_metrics(pred: pd.DataFrame, *, rio_z: bool = False) -> dict[str, float]:
     """Every regression metric the families report, from either a Gaussian or a general predictive.
 
     The metric bundles live in uqcal.metrics; this only maps predictions.parquet columns onto them.
+    ``rio_z``: Gaussian interval coverages at RIO's z = 1.96 / 1.65 / 1.0 (App. D.2, the authors' code).
     """
     for col in ("y", "mean"):
         if col not in pred:
@@ -23,7 +24,7 @@ def regression_metrics(pred: pd.DataFrame) -> dict[str, float]:
     if "pit" not in pred:
         if "std" not in pred:
             raise ValueError("predictions need `std` (Gaussian) or `pit` and `logpdf` (general predictive)")
-        out = M.regression_metrics_gaussian(y, mean, pred["std"].to_numpy(float))
+        out = M.regression_metrics_gaussian(y, mean, pred["std"].to_numpy(float), rio_z=rio_z)
     else:
         if "logpdf" not in pred:
             raise ValueError("a general (non-Gaussian) predictive needs `logpdf` beside `pit`")
@@ -61,7 +62,7 @@ def evaluate_predictions(family: str, pred: pd.DataFrame, ctx=None) -> dict[str,
         metrics["ece_pooled"] = regression_metrics(pred)["ece"]
         return metrics
     if family in REGRESSION_FAMILIES:
-        return regression_metrics(pred)
+        return regression_metrics(pred, rio_z=family == "rio")
     if family == "fewshot":
         return classification_metrics(pred)
     if family == "bo":

@@ -395,7 +395,19 @@ def check_stats_curve_greater(claim: dict, ctx: ClaimContext) -> ClaimResult:
     return _finish(claim, evidence, len(keys), f"no train_stats.json of {method} with '{key}' curves {a}, {b}")
 
 
+def check_best_among(claim: dict, ctx: ClaimContext) -> ClaimResult:
+    """``best`` restricted to the listed ``methods`` (RIO: the paper ranks its own methods only; our NN NLPD,
+    the marginal reference and our extra variants must not decide the paper's "best" claims)."""
+    import dataclasses
+
+    keep = set(claim["check"]["methods"])
+    summary = ctx.summary[ctx.summary["method"].isin(keep)]
+    runs = ctx.runs[ctx.runs["method"].isin(keep)] if not ctx.runs.empty else ctx.runs
+    return check_best(claim, dataclasses.replace(ctx, summary=summary, runs=runs))
+
+
 KINDS = {
+    "best_among": check_best_among,
     "stats_curve_greater": check_stats_curve_greater,
     "less_than": check_less_than,
     "greater_than": check_greater_than,

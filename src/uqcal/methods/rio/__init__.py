@@ -1,7 +1,8 @@
 """Methods of the `rio` family. Add a method: one module here plus one line in METHODS.
 
 RIO = R+IO; variants named as in the paper's Table 1: R+I, R+O, Y+O, Y+IO and SVGP (= Y+I). Every GP
-method reuses the network of `nn` from the same run (depends_on).
+method reuses the network of `nn` from the same run (depends_on). `rio_ys` is ours: RIO whose output kernel
+reads the standardised network output instead of the raw one (the authors' code feeds raw y_hat).
 """
 
 from uqcal.api import MethodEntry
@@ -12,6 +13,9 @@ METHODS: dict[str, MethodEntry] = {
     "marginal": MethodEntry("uqcal.methods.reference:MarginalGaussian"),
     "nn": MethodEntry("uqcal.methods.rio.network:RioNetwork"),
     "rio": MethodEntry(_GP, overrides={"target": "residual", "kernel_inputs": "io"}, depends_on="nn"),
+    "rio_ys": MethodEntry(
+        _GP, overrides={"target": "residual", "kernel_inputs": "io", "standardise_yhat": True}, depends_on="nn"
+    ),
     "r_i": MethodEntry(_GP, overrides={"target": "residual", "kernel_inputs": "i"}, depends_on="nn"),
     "r_o": MethodEntry(_GP, overrides={"target": "residual", "kernel_inputs": "o"}, depends_on="nn"),
     "y_o": MethodEntry(_GP, overrides={"target": "y", "kernel_inputs": "o"}, depends_on="nn"),

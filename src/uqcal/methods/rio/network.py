@@ -1,9 +1,9 @@
 """The pretrained network RIO augments (`nn`), App. D.1 of Qiu, Meyerson & Miikkulainen.
 
-ReLU MLP (2x64 by default), RMSprop lr 1e-3 with Keras' constants, MSE loss, at most 1000 epochs, early
-stopping with patience 10 on a seeded random 20% validation part of the training split. Like the authors'
-Keras code (EarlyStopping without restore_best_weights) the network kept is the one at the stopping epoch
-unless ``restore_best`` is set.
+ReLU MLP (2x64 by default, Keras' Glorot-uniform initialisation), RMSprop lr 1e-3 with Keras' constants,
+MSE loss, at most 1000 epochs, early stopping with patience 10 on a seeded random 20% validation part of
+the training split. Like the authors' Keras code (EarlyStopping without restore_best_weights) the network
+kept is the one at the stopping epoch unless ``restore_best`` is set.
 
 The paper gives the NN no predictive distribution. So that the regression evaluator can score it, the
 predictions carry a homoscedastic Gaussian whose std is the RMSE of the network on its validation part
@@ -21,21 +21,19 @@ from torch import nn
 
 from uqcal.api import Method
 from uqcal.methods.rio.common import apply_per_dataset, load_holdout
+from uqcal.nn import mlp
 
 RMSPROP_ALPHA, RMSPROP_EPS = 0.9, 1e-7  # Keras RMSprop(0.001): rho 0.9, epsilon 1e-7
 
 
 def build_network(in_dim: int, hidden: int, depth: int) -> nn.Sequential:
-    try:
-        from uqcal.nn import mlp
-    except ImportError:  # pragma: no cover - until the shared builder is merged
-        layers: list[nn.Module] = []
-        width = in_dim
-        for _ in range(depth):
-            layers += [nn.Linear(width, hidden), nn.ReLU()]
-            width = hidden
-        return nn.Sequential(*layers, nn.Linear(width, 1))
-    return mlp(in_dim, 1, hidden=hidden, depth=depth)
+    """The ReLU MLP with Keras' Dense initialisation (the authors' code): Glorot-uniform weights, zero biases."""
+    net = mlp(in_dim, 1, hidden=hidden, depth=depth)
+    for layer in net:
+        if isinstance(layer, nn.Linear):
+            nn.init.xavier_uniform_(layer.weight)
+            nn.init.zeros_(layer.bias)
+    return net
 
 
 def train_network(
@@ -52,13 +50,8 @@ def train_network(
     restore_best: bool = False,
     seed: int = 0,
     progress=None,
-    fused: bool = True,
 ) -> tuple[nn.Sequential, dict]:
-    """Train the NN on standardised inputs and raw targets; returns the network and training facts.
-
-    ``fused`` takes the minibatch steps with `FusedMLPStep` (bit-identical, ~4x less CPU) when the network
-    is a plain ReLU MLP; ``fused=False`` runs autograd + torch.optim.RMSprop, the reference it reproduces.
-    """
+    """Train the NN on standardised inputs and raw targets; returns the network and training facts."""
     if not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction={val_fraction}: must lie in (0, 1)")
     n = len(x_train)
@@ -72,11 +65,7 @@ def train_network(
     x_fit, y_fit, x_val, y_val = x[fit_rows], y[fit_rows], x[val_rows], y[val_rows]
 
     net = build_network(x.shape[1], hidden, depth)
-    fast, opt = None, None
-    if fused and FusedMLPStep.supports(net):
-        fast = FusedMLPStep(net, lr=lr, alpha=RMSPROP_ALPHA, eps=RMSPROP_EPS)
-    else:
-        opt = torch.optim.RMSprop(net.parameters(), lr=lr, alpha=RMSPROP_ALPHA, eps=RMSPROP_EPS)
+    opt = torch.optim.RMSprop(net.parameters(), lr=lr, alpha=RMSPROP_ALPHA, eps=RMSPROP_EPS)
     loss_fn = nn.MSELoss()
     best_val, best_state, since_best, epochs_run = np.inf, None, 0, 0
     start = time.perf_counter()
@@ -84,17 +73,11 @@ def train_network(
     for _ in epochs:
         net.train()
         perm = torch.as_tensor(rng.permutation(len(fit_rows)))
-        if fast is not None:
-            # The epoch's rows gathered once; batch s is the same rows in the same order as perm[s : s + b].
-            x_epoch, y_epoch = x_fit[perm], y_fit[perm]
-            for s in range(0, len(fit_rows), batch_size):
-                fast.step(x_epoch[s : s + batch_size], y_epoch[s : s + batch_size])
-        else:
-            for s in range(0, len(fit_rows), batch_size):
-                rows = perm[s : s + batch_size]
-                opt.zero_grad()
-                loss_fn(net(x_fit[rows]), y_fit[rows]).backward()
-                opt.step()
+        for s in range(0, len(fit_rows), batch_size):
+            rows = perm[s : s + batch_size]
+            opt.zero_grad()
+            loss_fn(net(x_fit[rows]), y_fit[rows]).backward()
+            opt.step()
         epochs_run += 1
         net.eval()
         with torch.no_grad():
@@ -107,8 +90,6 @@ def train_network(
             since_best += 1
             if since_best >= patience:  # Keras EarlyStopping(monitor='val_loss', patience=10)
                 break
-    if fast is not None:
-        fast.release()
     if restore_best and best_state is not None:
         net.load_state_dict(best_state)
     net.eval()
@@ -122,98 +103,6 @@ def train_network(
         "val_rows": val_rows.tolist(),
     }
     return net, info
-
-
-class FusedMLPStep:
-    """``opt.zero_grad(); nn.MSELoss()(net(x), y).backward(); opt.step()`` for a ReLU MLP and
-    ``torch.optim.RMSprop(net.parameters(), lr, alpha, eps)`` (no momentum, not centred, no weight decay),
-    bit for bit, at a fraction of the per-batch CPU.
-
-    The step calls the same ATen kernels autograd and RMSprop's single-tensor loop call (addmm/relu forward;
-    mse_loss_backward, mm, sum and threshold_backward backward; mul_/addcmul_/sqrt/add_/addcdiv_ update),
-    on the same operands, so every parameter gets the same value. The savings are the autograd graph, the
-    optimizer's per-parameter Python loop and hooks, and the forward loss value (RMSprop never reads it):
-    parameters and gradients live in one flat buffer each, so the update is five element-wise ops in all.
-    Element-wise kernels compute each element alone, so one flat op equals the per-tensor ops (tested
-    against the reference in tests/test_rio_network.py). While it is in use the network's parameters are
-    views into the buffer (``net(x)`` sees the updates); ``release()`` gives them their own storage again.
-    """
-
-    def __init__(self, net: nn.Sequential, *, lr: float, alpha: float, eps: float):
-        if not self.supports(net):
-            raise TypeError("FusedMLPStep needs an nn.Sequential of Linear/ReLU layers ending in Linear")
-        self.layers = [m for m in net if isinstance(m, nn.Linear)]
-        self.params = [t for layer in self.layers for t in (layer.weight, layer.bias)]
-        ref = self.params[0]
-        total = sum(p.numel() for p in self.params)
-        self.flat = torch.empty(total, dtype=ref.dtype)
-        self.flat_grad = torch.empty(total, dtype=ref.dtype)
-        self.square_avg = torch.zeros(total, dtype=ref.dtype)  # RMSprop state, zeros like torch.optim's
-        self.views, self.grads, offset = [], [], 0
-        with torch.no_grad():
-            for p in self.params:
-                view = self.flat[offset : offset + p.numel()].view_as(p)
-                view.copy_(p)
-                p.data = view  # the module now reads (and the step writes) the buffer
-                self.views.append(view)
-                self.grads.append(self.flat_grad[offset : offset + p.numel()].view_as(p))
-                offset += p.numel()
-        self.lr, self.alpha, self.eps = float(lr), float(alpha), float(eps)
-        self.grad_output = torch.ones((), dtype=ref.dtype)  # d loss / d loss, as backward() seeds it
-        self.released = False
-
-    @staticmethod
-    def supports(net: nn.Module) -> bool:
-        """A plain MLP: Linear (with bias), ReLU, Linear, ..., Linear; one dtype, CPU, all trainable."""
-        if not isinstance(net, nn.Sequential) or len(net) == 0 or len(net) % 2 == 0:
-            return False
-        for i, module in enumerate(net):
-            want = nn.Linear if i % 2 == 0 else nn.ReLU
-            if type(module) is not want or module._forward_hooks or module._forward_pre_hooks:
-                return False
-            if want is nn.ReLU and module.inplace:
-                return False
-            if want is nn.Linear and module.bias is None:
-                return False
-        params = list(net.parameters())
-        return (
-            len({p.dtype for p in params}) == 1
-            and all(p.device.type == "cpu" and p.requires_grad and p.is_contiguous() for p in params)
-        )
-
-    @torch.no_grad()
-    def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """One minibatch update on rows ``x`` (b, d) and targets ``y`` (b, 1)."""
-        if self.released:
-            raise RuntimeError("FusedMLPStep.step after release()")
-        aten = torch.ops.aten
-        last = len(self.layers) - 1
-        acts = [x]  # inputs of each Linear; after the first, ReLU outputs (ReluBackward0 keeps the result)
-        h = x
-        for i, layer in enumerate(self.layers):
-            h = torch.addmm(layer.bias, h, layer.weight.t())  # F.linear on a 2-d input
-            if i < last:
-                h = torch.relu(h)
-                acts.append(h)
-        # MseLossBackward0 (reduction mean = 1), then AddmmBackward0 / ReluBackward0 layer by layer.
-        g = aten.mse_loss_backward(self.grad_output, h, y, 1)
-        for i in range(last, -1, -1):
-            weight = self.layers[i].weight
-            torch.mm(g.t(), acts[i], out=self.grads[2 * i])
-            torch.sum(g, 0, out=self.grads[2 * i + 1])
-            if i > 0:
-                g = aten.threshold_backward(g.mm(weight), acts[i], 0)
-        # torch.optim.RMSprop, _single_tensor_rmsprop without momentum / centring / weight decay.
-        grad = self.flat_grad
-        self.square_avg.mul_(self.alpha).addcmul_(grad, grad, value=1 - self.alpha)
-        self.flat.addcdiv_(grad, self.square_avg.sqrt().add_(self.eps), value=-self.lr)
-
-    def release(self) -> None:
-        """Give each parameter its own storage again (as before; state_dict() then saves as usual)."""
-        with torch.no_grad():
-            for p in self.params:
-                p.data = p.data.clone()
-        self.released = True
 
 
 @torch.no_grad()

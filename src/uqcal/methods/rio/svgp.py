@@ -19,38 +19,12 @@ from dataclasses import dataclass, field
 
 import gpytorch
 import numpy as np
+import scipy.optimize
+import threadpoolctl
 import torch
+from linear_operator.utils.errors import NotPSDError
 
 KERNEL_INPUTS = ("io", "i", "o")
-
-
-class _StaticBatchShape:
-    """Kernel mixin: ``batch_shape`` is the stored shape instead of one recomputed on every access.
-
-    gpytorch's ``Kernel.batch_shape`` walks every sub-module and broadcasts the sub-kernels' shapes each time it
-    is read (about ten times per ELBO evaluation, ~10% of its CPU here). Our kernels have no batch dimensions
-    and never change them, so the stored shape is the same value; ``io_kernel`` checks that it is.
-    """
-
-    @property
-    def batch_shape(self) -> torch.Size:
-        return self._batch_shape
-
-    @batch_shape.setter
-    def batch_shape(self, value: torch.Size) -> None:
-        self._batch_shape = value
-
-
-class RBFKernel(_StaticBatchShape, gpytorch.kernels.RBFKernel):
-    pass
-
-
-class ScaleKernel(_StaticBatchShape, gpytorch.kernels.ScaleKernel):
-    pass
-
-
-class AdditiveKernel(_StaticBatchShape, gpytorch.kernels.AdditiveKernel):
-    pass
 
 
 def io_kernel(kernel_inputs: str, n_features: int, ard: bool = False) -> gpytorch.kernels.Kernel:
@@ -61,20 +35,19 @@ def io_kernel(kernel_inputs: str, n_features: int, ard: bool = False) -> gpytorc
         raise ValueError(f"n_features={n_features}: need at least one input feature")
     parts = []
     if "i" in kernel_inputs:
-        rbf_in = RBFKernel(active_dims=tuple(range(n_features)), ard_num_dims=n_features if ard else None)
-        parts.append(ScaleKernel(rbf_in))
+        rbf_in = gpytorch.kernels.RBFKernel(
+            active_dims=tuple(range(n_features)), ard_num_dims=n_features if ard else None
+        )
+        parts.append(gpytorch.kernels.ScaleKernel(rbf_in))
         parts[-1].rio_role = "in"
     if "o" in kernel_inputs:
-        parts.append(ScaleKernel(RBFKernel(active_dims=(n_features,))))
+        parts.append(gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(active_dims=(n_features,))))
         parts[-1].rio_role = "out"
     # Eq. (2): k_c = k_in + k_out.
-    kernel = parts[0] if len(parts) == 1 else AdditiveKernel(*parts)
+    kernel = parts[0] if len(parts) == 1 else gpytorch.kernels.AdditiveKernel(*parts)
     for scaled in _scale_kernels(kernel):
         scaled.outputscale = 1.0  # GPflow default variance
         scaled.base_kernel.lengthscale = 1.0  # GPflow default lengthscale
-    for module in kernel.modules():  # the static shape is gpytorch's own value
-        if isinstance(module, _StaticBatchShape) and gpytorch.kernels.Kernel.batch_shape.fget(module) != module.batch_shape:
-            raise AssertionError(f"{type(module).__name__}: stored batch shape differs from gpytorch's")
     return kernel
 
 
@@ -82,29 +55,6 @@ def _scale_kernels(kernel: gpytorch.kernels.Kernel) -> list[gpytorch.kernels.Sca
     if isinstance(kernel, gpytorch.kernels.ScaleKernel):
         return [kernel]
     return [k for k in kernel.kernels if isinstance(k, gpytorch.kernels.ScaleKernel)]
-
-
-class VariationalELBO(gpytorch.mlls.VariationalELBO):
-    """gpytorch's VariationalELBO for a model without priors or added loss terms, the same arithmetic.
-
-    The stock ``forward`` looks for registered priors and added loss terms by walking the whole module tree
-    on every evaluation and adds their (here zero) sums; this adds the same zeros without the walk. The
-    constructor refuses a model or likelihood that has priors or added loss terms.
-    """
-
-    def __init__(self, likelihood, model, num_data: int, beta: float = 1.0):
-        super().__init__(likelihood, model, num_data, beta=beta)
-        if list(self.named_priors()) or list(self.model.added_loss_terms()):
-            raise ValueError("VariationalELBO (rio) assumes no priors and no added loss terms")
-
-    def forward(self, approximate_dist_f, target, **kwargs):
-        # = gpytorch.mlls._ApproximateMarginalLogLikelihood.forward with combine_terms=True, no terms to find.
-        num_batch = approximate_dist_f.event_shape[0]
-        log_likelihood = self._log_likelihood_term(approximate_dist_f, target, **kwargs).div(num_batch)
-        kl_divergence = self.model.variational_strategy.kl_divergence().div(self.num_data / self.beta)
-        added_loss = torch.zeros_like(log_likelihood)
-        log_prior = torch.zeros_like(log_likelihood)
-        return log_likelihood - kl_divergence + log_prior - added_loss
 
 
 class IOKernelSVGP(gpytorch.models.ApproximateGP):
@@ -130,16 +80,25 @@ class FitResult:
     fit_seconds: float
     iterations: int
     function_evals: int
-    final_loss: float
-    noise_var: float
-    optimizer_failed: bool = False
+    final_loss: float  # negative ELBO summed over the training rows, in the fitted (standardised) units
+    noise_var: float  # sigma_n^2 in the targets' units
+    converged: bool  # L-BFGS-B stopped on its own tolerance (not the iteration cap); Adam: always False
+    failure: str = ""  # why the optimiser failed ("" when it did not); the kept state is its last valid one
     hyperparameters: dict[str, list[float]] = field(default_factory=dict)
-    target_scale: float = 1.0  # the GP models targets / target_scale; predict_svgp undoes it
+    target_offset: float = 0.0  # the GP models (targets - target_offset) / target_scale; predict() undoes it
+    target_scale: float = 1.0
+    loss_trace: list[float] = field(default_factory=list)  # Adam: per epoch, the summed minibatch losses
+    yhat_offset: float = 0.0  # set by rio.fit_and_predict: the GP's y_hat column is (y_hat - offset) / scale
+    yhat_scale: float = 1.0
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.failure)
 
     def predict(self, inputs: np.ndarray, include_noise: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and variance in the targets' units."""
         mean, var = predict_svgp(self.model, self.likelihood, inputs, include_noise=include_noise)
-        return mean * self.target_scale, var * self.target_scale**2
+        return mean * self.target_scale + self.target_offset, var * self.target_scale**2
 
 
 def fit_svgp(
@@ -160,19 +119,24 @@ def fit_svgp(
     inducing_points: np.ndarray | None = None,
     seed: int = 0,
     scale_targets: bool = False,
+    centre_targets: bool = False,
     dtype: torch.dtype = torch.float64,
     progress=None,
+    epoch_callback=None,
 ) -> FitResult:
     """Fit the SVGP on ``inputs`` (n x (d+1): standardised x then y_hat) against ``targets`` (n,).
 
-    ``optimizer="lbfgs"``: full-batch L-BFGS on the ELBO, at most ``max_iter`` iterations (paper).
+    ``optimizer="lbfgs"``: scipy's L-BFGS-B on the full-batch ELBO, at most ``max_iter`` iterations, with
+    scipy's default tolerances on the summed objective — what the authors' GPflow ``ScipyOptimizer`` runs.
     ``optimizer="adam"``: minibatch ELBO with Adam, ``epochs`` passes of ``batch_size`` rows, for large n.
     ``inducing_points`` overrides the default initialisation (the first ``n_inducing`` of a seeded shuffle
     of the rows, as the authors take the first rows of their shuffled training set).
-    ``scale_targets``: fit on targets / std(targets) and map back (``FitResult.target_scale``). The model is
-    the same GP (variances and noise scale by std^2); only the starting point changes — variances start at
-    the target's variance instead of 1. Needed for Adam on large-unit targets, whose small steps cannot
-    climb from 1 to e.g. 1e5; off by default to keep the authors' initialisation.
+    ``scale_targets`` / ``centre_targets``: fit on (targets - mean) / std and map the predictions back
+    (``FitResult.target_offset``, ``target_scale``). Scaling is a change of units: the same zero-mean GP,
+    only GPflow's unit initial variances now mean var(targets). Centring also changes the model (a zero-mean
+    GP on the centred targets is a GP with constant mean = the training mean).
+    ``epoch_callback(epoch, predict)`` (Adam only) is called after each epoch with a function that returns
+    the current predictive mean and variance in the targets' units for given inputs (benchmarks' curves).
     """
     inputs = np.asarray(inputs, dtype=float)
     targets = np.asarray(targets, dtype=float).reshape(-1)
@@ -189,10 +153,11 @@ def fit_svgp(
     torch.manual_seed(int(rng.integers(0, 2**31 - 1)))
 
     n = inputs.shape[0]
+    target_offset = float(np.mean(targets)) if centre_targets else 0.0
     target_scale = float(np.std(targets)) if scale_targets else 1.0
     if not target_scale > 0:
         target_scale = 1.0
-    targets = targets / target_scale
+    targets = (targets - target_offset) / target_scale
     if inducing_points is None:
         order = rng.permutation(n)[: min(n_inducing, n)]
         inducing_points = inputs[order]
@@ -208,20 +173,22 @@ def fit_svgp(
     likelihood.noise = 1.0  # GPflow default likelihood variance
     model.train()
     likelihood.train()
-    # ELBO of Hensman et al. (2013); gpytorch divides it by n, which leaves the optimum unchanged.
-    elbo = VariationalELBO(likelihood, model, num_data=n)
+    # ELBO of Hensman et al. (2013); gpytorch's is the per-row mean, so x n gives GPflow's summed objective.
+    elbo = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=n)
     params = [p for p in list(model.parameters()) + list(likelihood.parameters()) if p.requires_grad]
 
     start = time.perf_counter()
-    failed = False
     if optimizer == "lbfgs":
-        iterations, evals, final_loss, failed = _run_lbfgs(
-            model, likelihood, elbo, params, train_x, train_y, max_iter, lbfgs_history
-        )
+        run = _run_lbfgsb(model, elbo, params, train_x, train_y, max_iter, lbfgs_history)
     else:
-        iterations, evals, final_loss = _run_adam(
-            model, elbo, params, train_x, train_y, batch_size, epochs, lr, rng, progress
-        )
+        def predict_now(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            mean, var = predict_svgp(model, likelihood, x)
+            model.train()
+            likelihood.train()
+            return mean * target_scale + target_offset, var * target_scale**2
+
+        on_epoch = None if epoch_callback is None else (lambda epoch: epoch_callback(epoch, predict_now))
+        run = _run_adam(model, elbo, params, train_x, train_y, batch_size, epochs, lr, rng, progress, on_epoch)
     fit_seconds = time.perf_counter() - start
     model.eval()
     likelihood.eval()
@@ -229,81 +196,116 @@ def fit_svgp(
         model=model,
         likelihood=likelihood,
         fit_seconds=fit_seconds,
-        iterations=iterations,
-        function_evals=evals,
-        final_loss=final_loss,
         noise_var=float(likelihood.noise.item()) * target_scale**2,
-        optimizer_failed=failed,
         hyperparameters=kernel_hyperparameters(model.covar_module, target_scale),
+        target_offset=target_offset,
         target_scale=target_scale,
+        **run,
     )
 
 
-def _run_lbfgs(model, likelihood, elbo, params, train_x, train_y, max_iter, history):
-    # scipy L-BFGS-B defaults used by the authors: maxcor 10, pgtol 1e-5, ftol ~2.2e-9.
-    opt = torch.optim.LBFGS(
-        params,
-        lr=1.0,
-        max_iter=max_iter,
-        max_eval=int(max_iter * 1.25),
-        tolerance_grad=1e-5,
-        tolerance_change=1e-9,
-        history_size=history,
-        line_search_fn="strong_wolfe",
-    )
-    best = {"loss": math.inf, "state": None}
-
-    def closure():
-        opt.zero_grad()
-        loss = -elbo(model(train_x), train_y)
-        if not torch.isfinite(loss):
-            raise FloatingPointError("non-finite ELBO")
-        loss.backward()
-        value = float(loss.item())
-        if value < best["loss"]:
-            best["loss"] = value
-            best["state"] = (_snapshot(model), _snapshot(likelihood))
-        return loss
-
-    failed = False
-    try:
-        opt.step(closure)
-    except (FloatingPointError, gpytorch.utils.errors.NotPSDError, RuntimeError):
-        # A line-search probe left the valid region: keep the best parameters seen (counted, not silent).
-        failed = True
-    if best["state"] is not None:
-        model.load_state_dict(best["state"][0])
-        likelihood.load_state_dict(best["state"][1])
-    state = opt.state[opt._params[0]]
-    return int(state.get("n_iter", 0)), int(state.get("func_evals", 0)), best["loss"], failed
+def _summed_loss(model, elbo, train_x, train_y) -> torch.Tensor:
+    """Negative ELBO summed over the rows (GPflow's SVGP objective); gpytorch's ELBO is its mean."""
+    return -elbo(model(train_x), train_y) * train_x.shape[0]
 
 
-def _snapshot(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """``copy.deepcopy(module.state_dict())`` for a state dict of dense tensors, without deepcopy's overhead."""
-    state = module.state_dict()  # an OrderedDict with _metadata, kept for load_state_dict
-    for key, value in state.items():
-        state[key] = value.clone()
-    return state
+def _run_lbfgsb(model, elbo, params, train_x, train_y, max_iter, history) -> dict:
+    """scipy L-BFGS-B with its default tolerances (pgtol 1e-5, ftol 2.2e-9), as GPflow's ScipyOptimizer.
+
+    An evaluation that fails (Cholesky failure after gpytorch's jitter escalation, a non-finite ELBO)
+    returns NaN, which makes L-BFGS-B stop with an abnormal termination; its result is then the last
+    accepted iterate, and the fit is reported as failed. (Returning +inf instead lets L-BFGS-B report a
+    false convergence, which is why NaN is used.)
+    """
+    sizes = [p.numel() for p in params]
+    errors: list[str] = []
+
+    def set_params(theta: np.ndarray) -> None:
+        with torch.no_grad():
+            for p, chunk in zip(params, torch.split(torch.as_tensor(theta, dtype=params[0].dtype), sizes), strict=True):
+                p.copy_(chunk.view_as(p))
+
+    def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        set_params(theta)
+        for p in params:
+            p.grad = None
+        try:
+            loss = _summed_loss(model, elbo, train_x, train_y)
+            if not torch.isfinite(loss):
+                raise FloatingPointError("non-finite ELBO")
+            loss.backward()
+        except (FloatingPointError, NotPSDError) as exc:
+            errors.append(f"{type(exc).__name__}: {exc}".splitlines()[0])
+            return math.nan, np.full_like(theta, math.nan)
+        grad = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+        return float(loss.item()), grad.double().numpy()
+
+    theta0 = torch.cat([p.detach().reshape(-1) for p in params]).double().numpy()
+    # L-BFGS-B's own vector work is tiny: OpenBLAS threads beyond torch's only contend (2x CPU measured).
+    with threadpoolctl.threadpool_limits(limits=torch.get_num_threads(), user_api="blas"):
+        res = scipy.optimize.minimize(
+            objective, theta0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "maxcor": history}
+        )
+    set_params(res.x)
+    with torch.no_grad():
+        final_loss = float(_summed_loss(model, elbo, train_x, train_y).item())
+    failure = ""
+    if errors:
+        failure = f"{len(errors)} failed evaluation(s), first: {errors[0]}"
+    elif res.status not in (0, 1):  # 0: converged, 1: iteration/evaluation cap
+        failure = f"L-BFGS-B status {res.status}: {res.message}"
+    elif not math.isfinite(final_loss):
+        failure = "non-finite ELBO at the final parameters"
+    return {
+        "iterations": int(res.nit),
+        "function_evals": int(res.nfev),
+        "final_loss": final_loss,
+        "converged": res.status == 0 and not failure,
+        "failure": failure,
+    }
 
 
-def _run_adam(model, elbo, params, train_x, train_y, batch_size, epochs, lr, rng, progress):
+def _run_adam(model, elbo, params, train_x, train_y, batch_size, epochs, lr, rng, progress, on_epoch=None) -> dict:
+    """Minibatch Adam on the ELBO; a non-finite loss stops the fit at the last epoch's (finite) state."""
     opt = torch.optim.Adam(params, lr=lr)
     n = train_x.shape[0]
-    steps = 0
-    loss = torch.tensor(math.nan)
-    epoch_iter = (
-        range(epochs) if progress is None else progress(range(epochs), total=epochs, desc="svgp epochs")
-    )
-    for _ in epoch_iter:
+    steps, trace, failure = 0, [], ""
+    epoch_iter = range(epochs) if progress is None else progress(range(epochs), total=epochs, desc="svgp epochs")
+    for epoch in epoch_iter:
+        saved = [p.detach().clone() for p in params]
         order = torch.as_tensor(rng.permutation(n))
+        total = 0.0
         for start in range(0, n, batch_size):
             rows = order[start : start + batch_size]
             opt.zero_grad()
-            loss = -elbo(model(train_x[rows]), train_y[rows])
+            try:
+                loss = -elbo(model(train_x[rows]), train_y[rows])
+            except NotPSDError as exc:
+                failure = f"epoch {epoch}: NotPSDError: {str(exc).splitlines()[0]}"
+                break
+            if not torch.isfinite(loss):
+                failure = f"epoch {epoch}: non-finite ELBO"
+                break
             loss.backward()
             opt.step()
+            total += float(loss.item()) * len(rows)
             steps += 1
-    return steps, steps, float(loss.item())
+        if failure:
+            with torch.no_grad():
+                for p, value in zip(params, saved, strict=True):
+                    p.copy_(value)
+            break
+        trace.append(total)  # summed over the epoch's rows: the full-data negative ELBO, estimated
+        if on_epoch is not None:
+            on_epoch(epoch)
+    return {
+        "iterations": steps,
+        "function_evals": steps,
+        "final_loss": trace[-1] if trace else math.nan,
+        "converged": False,
+        "failure": failure,
+        "loss_trace": trace,
+    }
 
 
 @torch.no_grad()
