@@ -18,7 +18,6 @@ from torch import nn
 
 from uqcal.api import Method, RunContext
 from uqcal.calibration_entropy import QuantileRegularizer, gaussian_nll, gaussian_pit
-from uqcal.optim import make_adam
 
 VARIANCE_RULES = ("mixture", "authors")
 ADVERSARIAL = ("none", "fgsm", "fgsm_authors")
@@ -69,24 +68,12 @@ class Standardiser:
 
 def train_member(net: HeteroscedasticMLP, X: torch.Tensor, y: torch.Tensor, params: dict,
                  regularizer: QuantileRegularizer, generator: torch.Generator,
-                 fgsm_eps: torch.Tensor | None, reference: bool = False) -> dict:
-    """Adam on NLL - lam * H(PIT) over shuffled minibatches; FGSM adds the NLL at x + eps sign(grad_x).
-
-    Shortcuts with the same results bit for bit (``reference=True`` turns them off; the tests compare):
-    on CPU `uqcal.optim.make_adam`'s ForeachAdam stands in for torch.optim.Adam; with lam = 0 the PIT is not
-    computed (the penalty is the constant 0 either way); the backward pass skips the gradient of the inputs,
-    which nothing reads;
-    and for FGSM with lam = 0 one backward of the clean NLL yields grad_x and the clean part of the
-    parameter gradients, the adversarial NLL's backward the other part: the reference's second backward
-    recomputes the clean part and sums the same two terms (a + b = b + a).
-    """
-    plist = list(net.parameters())
-    fast = not reference and all(p.device.type == "cpu" for p in plist)
-    # make_adam is torch.optim.Adam bit for bit (and is torch.optim.Adam itself off the CPU)
-    optimiser = torch.optim.Adam(plist, lr=params["lr"]) if reference else make_adam(plist, params["lr"])
+                 fgsm_eps: torch.Tensor | None) -> dict:
+    """torch.optim.Adam on NLL - lam * H(PIT) over shuffled minibatches; FGSM adds the NLL at
+    x + eps sign(grad_x NLL)."""
+    optimiser = torch.optim.Adam(net.parameters(), lr=params["lr"])
     n, batch_size = X.shape[0], int(params["batch_size"])
     adversarial = params["adversarial"]
-    one_clean_backward = fast and adversarial == "fgsm" and regularizer.lam == 0.0
     net.train()
     last = {}
     for _ in range(int(params["epochs"])):
@@ -95,26 +82,11 @@ def train_member(net: HeteroscedasticMLP, X: torch.Tensor, y: torch.Tensor, para
             index = order[start : start + batch_size]
             xb, yb = X[index], y[index]  # advanced indexing: fresh tensors
             if adversarial != "none":
-                xb = xb.requires_grad_(True) if fast else xb.clone().requires_grad_(True)
+                xb.requires_grad_(True)
             mean, std = net(xb)
             nll = gaussian_nll(yb, mean, std)
-            if fast and regularizer.lam == 0.0:
-                penalty = nll.new_zeros(())  # what regularizer.penalty returns for lam = 0
-            else:
-                penalty = regularizer.penalty(gaussian_pit(yb, mean, std))
+            penalty = regularizer.penalty(gaussian_pit(yb, mean, std))  # 0 without computing H at lam = 0
             loss = nll + penalty
-            if one_clean_backward:
-                optimiser.zero_grad()
-                grad_x, *clean_grads = torch.autograd.grad(nll, [xb, *plist])
-                x_adv = (xb + fgsm_eps * grad_x.sign()).detach()
-                adv_mean, adv_std = net(x_adv)
-                gaussian_nll(yb, adv_mean, adv_std).backward()
-                with torch.no_grad():
-                    for p, clean in zip(plist, clean_grads, strict=True):
-                        p.grad.add_(clean)
-                optimiser.step()
-                last = {"nll": float(nll.detach()), "penalty": float(penalty.detach())}
-                continue
             if adversarial != "none":
                 # Lakshminarayanan et al. 2017: x_adv = x + eps * sign(grad_x l(x)).
                 (grad_x,) = torch.autograd.grad(nll, xb, retain_graph=True)
@@ -124,12 +96,8 @@ def train_member(net: HeteroscedasticMLP, X: torch.Tensor, y: torch.Tensor, para
                 else:  # the authors' code: the "adversarial" loss reuses the clean outputs
                     adv_mean, adv_std = mean, std
                 loss = loss + gaussian_nll(yb, adv_mean, adv_std)
-            if fast:
-                optimiser.zero_grad()
-                loss.backward(inputs=plist)
-            else:
-                optimiser.zero_grad(set_to_none=True)
-                loss.backward()
+            optimiser.zero_grad()
+            loss.backward()
             optimiser.step()
             last = {"nll": float(nll.detach()), "penalty": float(penalty.detach())}
     return last
