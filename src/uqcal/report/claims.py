@@ -395,6 +395,91 @@ def check_stats_curve_greater(claim: dict, ctx: ClaimContext) -> ClaimResult:
     return _finish(claim, evidence, len(keys), f"no train_stats.json of {method} with '{key}' curves {a}, {b}")
 
 
+def _repeat_spread(values: dict[int, float], folds: int) -> tuple[float | None, int]:
+    """Std (ddof 0, as numpy's default in the QR authors' save_stats) over repeats of the per-repeat mean over
+    folds; seed k is fold k % folds of repeat k // folds. Only complete repeats count."""
+    repeats: dict[int, list[float]] = {}
+    for seed, value in values.items():
+        repeats.setdefault(int(seed) // folds, []).append(float(value))
+    means = [float(np.mean(v)) for v in repeats.values() if len(v) == folds]
+    return (float(np.std(means)) if len(means) >= 2 else None), len(means)
+
+
+def check_within_paper_repeat_spread(claim: dict, ctx: ClaimContext) -> ClaimResult:
+    """As ``within_paper_spread`` (our mean within the paper's mean ± std, paper's own data only), for papers
+    whose ± is the std over repeats of a K-fold mean (``folds``, default 5): the evidence also gives our
+    spread computed the same way, so the two spreads are read alike."""
+    check = claim["check"]
+    metric, table_id, folds = check["metric"], check["paper_table"], int(check.get("folds", 5))
+    methods = check.get("methods")
+    frame = _filter(ctx.summary[ctx.summary["metric"] == metric], check)
+    per_seed = _per_seed(ctx, check, metric)
+    evidence, total = [], 0
+    for rec in frame.itertuples(index=False):
+        if methods and rec.method not in methods:
+            continue
+        relation = ctx.relations.get(rec.dataset)
+        if relation is None or relation.kind != "same":
+            continue
+        paper = ctx.reference.value(table_id, relation.paper, str(rec.setting), rec.method, metric)
+        if paper is None or paper.get("std") is None:
+            continue
+        total += 1
+        spread, n_repeats = _repeat_spread(per_seed.get((rec.dataset, str(rec.setting), rec.method), {}), folds)
+        ours = f"ours {fmt(rec.mean)}" + (f" ± {fmt(spread)} ({n_repeats} repeats)" if spread is not None else "")
+        verdict = spread_verdict(float(rec.mean), paper, relation)
+        evidence.append(
+            (
+                f"{rec.dataset} / {rec.setting} / {rec.method}",
+                f"{ours} vs paper {fmt(paper['mean'])} ± {fmt(paper['std'])} ({verdict}); ± = std over repeats "
+                f"of the {folds}-fold mean",
+                verdict == "within",
+            )
+        )
+    return _finish(
+        claim,
+        evidence,
+        total,
+        f"no run of {methods or 'any method'} on a paper dataset with a published spread for {metric}",
+    )
+
+
+def check_effect_contrast(claim: dict, ctx: ClaimContext) -> ClaimResult:
+    """Per dataset: the paired effect of ``a`` against ``b`` (mean over seeds of b - a, or a - b with
+    ``greater: true``) is larger under setting ``settings[0]`` than under ``settings[1]`` (Welch's t-test on
+    the per-seed effects, one-sided, ``alpha``). The evidence gives both effects, absolute and relative."""
+    check = claim["check"]
+    metric, a, b = check["metric"], check["a"], check["b"]
+    first, second = (str(s) for s in check["settings"])
+    sign = 1.0 if check.get("greater", False) else -1.0  # effect = sign * (a - b): positive supports a
+    alpha = float(check.get("alpha", 0.05))
+    per_seed = _per_seed(ctx, {**check, "settings": [first, second]}, metric)
+    datasets = list(dict.fromkeys(d for d, _, _ in per_seed))
+    evidence = []
+    for dataset in datasets:
+        effects, texts = {}, []
+        for setting in (first, second):
+            runs_a, runs_b = per_seed.get((dataset, setting, a), {}), per_seed.get((dataset, setting, b), {})
+            shared = sorted(set(runs_a) & set(runs_b))
+            if len(shared) < 2:
+                break
+            va, vb = np.array([runs_a[s] for s in shared]), np.array([runs_b[s] for s in shared])
+            effects[setting] = sign * (va - vb)
+            change = va.mean() - vb.mean()
+            relative = f", {change / abs(vb.mean()):+.0%}" if vb.mean() != 0 else ""
+            texts.append(f"{setting}: {metric} {fmt(vb.mean())} ({b}) → {fmt(va.mean())} ({a}) "
+                         f"[{change:+.3g}{relative}]")
+        if len(effects) < 2:
+            continue
+        p_greater = float(stats.ttest_ind(effects[first], effects[second], equal_var=False,
+                                          alternative="greater").pvalue)
+        outcome = "better" if p_greater < alpha else ("worse" if 1 - p_greater < alpha else "tie")
+        evidence.append(Evidence(
+            dataset, "; ".join(texts) + f"; effect larger on {first}: Welch one-sided p = {fmt(p_greater)}",
+            outcome == "better", outcome, dataset, p_greater))
+    return _finish(claim, evidence, len(datasets), f"no dataset has {a} and {b} under both {first} and {second}")
+
+
 KINDS = {
     "stats_curve_greater": check_stats_curve_greater,
     "less_than": check_less_than,
@@ -404,6 +489,8 @@ KINDS = {
     "monotone": check_monotone,
     "spearman": check_spearman,
     "fewer_steps": check_fewer_steps,
+    "within_paper_repeat_spread": check_within_paper_repeat_spread,
+    "effect_contrast": check_effect_contrast,
 }
 
 

@@ -66,36 +66,50 @@ class Standardiser:
         return (y - self.y_mean) / self.y_std
 
 
+def minibatch_loss(net: HeteroscedasticMLP, xb: torch.Tensor, yb: torch.Tensor, regularizer: QuantileRegularizer,
+                   adversarial: str, fgsm_eps: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(loss, nll, penalty) of one minibatch; the step is Adam on the loss's gradient.
+
+    - ``none``: NLL(x) - lam H(PIT(x)) (Eq. 7).
+    - ``fgsm`` (the paper as written, Lakshminarayanan et al. 2017): NLL(x) + NLL(x_adv) - lam H(PIT(x)),
+      x_adv = x + eps sign(grad_x NLL(x)).
+    - ``fgsm_authors`` (the authors' code, step for step): ``perturb()`` back-propagates NLL(x) into the
+      parameters without zeroing them afterwards, then the step adds the gradient of
+      ((NLL(x) - lam H) + NLL_adv) / 2, where NLL_adv reuses the clean outputs. The step's gradient is
+      therefore 2 grad NLL + (lam / 2) grad(-H), the gradient of 2 NLL - (lam / 2) H; x_adv never reaches it.
+    """
+    if adversarial == "fgsm":
+        xb = xb.detach().requires_grad_(True)
+    mean, std = net(xb)
+    nll = gaussian_nll(yb, mean, std)
+    penalty = regularizer.penalty(gaussian_pit(yb, mean, std))  # -lam H; 0 without computing H at lam = 0
+    if adversarial == "none":
+        loss = nll + penalty
+    elif adversarial == "fgsm_authors":
+        loss = 2.0 * nll + 0.5 * penalty
+    elif adversarial == "fgsm":
+        (grad_x,) = torch.autograd.grad(nll, xb, retain_graph=True)
+        adv_mean, adv_std = net((xb + fgsm_eps * grad_x.sign()).detach())
+        loss = nll + gaussian_nll(yb, adv_mean, adv_std) + penalty
+    else:
+        raise ValueError(f"adversarial must be one of {ADVERSARIAL}, got {adversarial!r}")
+    return loss, nll, penalty
+
+
 def train_member(net: HeteroscedasticMLP, X: torch.Tensor, y: torch.Tensor, params: dict,
                  regularizer: QuantileRegularizer, generator: torch.Generator,
                  fgsm_eps: torch.Tensor | None) -> dict:
-    """torch.optim.Adam on NLL - lam * H(PIT) over shuffled minibatches; FGSM adds the NLL at
-    x + eps sign(grad_x NLL)."""
+    """torch.optim.Adam on ``minibatch_loss`` over shuffled minibatches (a new order every epoch)."""
     optimiser = torch.optim.Adam(net.parameters(), lr=params["lr"])
     n, batch_size = X.shape[0], int(params["batch_size"])
-    adversarial = params["adversarial"]
     net.train()
     last = {}
     for _ in range(int(params["epochs"])):
         order = torch.randperm(n, generator=generator)
         for start in range(0, n, batch_size):
             index = order[start : start + batch_size]
-            xb, yb = X[index], y[index]  # advanced indexing: fresh tensors
-            if adversarial != "none":
-                xb.requires_grad_(True)
-            mean, std = net(xb)
-            nll = gaussian_nll(yb, mean, std)
-            penalty = regularizer.penalty(gaussian_pit(yb, mean, std))  # 0 without computing H at lam = 0
-            loss = nll + penalty
-            if adversarial != "none":
-                # Lakshminarayanan et al. 2017: x_adv = x + eps * sign(grad_x l(x)).
-                (grad_x,) = torch.autograd.grad(nll, xb, retain_graph=True)
-                x_adv = (xb + fgsm_eps * grad_x.sign()).detach()
-                if adversarial == "fgsm":
-                    adv_mean, adv_std = net(x_adv)
-                else:  # the authors' code: the "adversarial" loss reuses the clean outputs
-                    adv_mean, adv_std = mean, std
-                loss = loss + gaussian_nll(yb, adv_mean, adv_std)
+            loss, nll, penalty = minibatch_loss(net, X[index], y[index], regularizer, params["adversarial"],
+                                                fgsm_eps)
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
