@@ -187,7 +187,7 @@ class GaussianNetMethod(Method):
         regularizer = QuantileRegularizer(p["lam"], p["k"], p["k_multiplier"], p["sort"], p["tau"],
                                           p["spacing_eps"])
         fgsm_eps = None
-        if p["adversarial"] != "none":
+        if p["adversarial"] == "fgsm":
             feature_range = X_train.max(dim=0).values - X_train.min(dim=0).values
             fgsm_eps = p["fgsm_eps_fraction"] * feature_range  # 0.01 x range, standardised units
         generator = ctx.torch_generator(2)
