@@ -13,7 +13,13 @@ from scipy.stats import norm
 
 from uqcal.api import RunContext, get_entry, resolve_params
 from uqcal.calibration_entropy import QuantileRegularizer
-from uqcal.methods.qr.gaussian_nets import HeteroscedasticMLP, minibatch_loss, mixture_moments, train_member
+from uqcal.methods.qr.gaussian_nets import (
+    HeteroscedasticMLP,
+    batch_spacing_k,
+    minibatch_loss,
+    mixture_moments,
+    train_member,
+)
 from uqcal.methods.qr.metrics import QR_METRICS
 
 torch.set_num_threads(1)
@@ -60,6 +66,7 @@ def test_dvi_qr_and_isotonic_variants_end_to_end(tmp_path):
     assert ctx.params["lam"] == 1.0 and ctx.params["dropout"] == 0.5
     metrics = _run(ctx)
     assert set(QR_METRICS) <= set(metrics)
+    assert ctx.params["sort"] == "neuralsort" and metrics["spacing_k"] == 14  # round(sqrt(192)): one batch
     pred = pd.read_parquet(ctx.run_dir / "predictions.parquet")
     assert np.all(pred["std"] > 0) and len(pred) == 48
     # Original units: the target is centred at 5, far from the standardised 0.
@@ -192,6 +199,20 @@ def test_paper_fgsm_gradient_weights_lambda_against_both_nll_terms():
     expected = [sum(g) for g in zip(*grads, strict=True)]
     for a, b in zip(ours, expected, strict=True):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_spacing_k_is_fixed_by_the_batch_size():
+    """Sec. 5.2: k = sqrt(n), n the batch size, one k for every minibatch (the authors' fixed `spacing`)."""
+    p = {"batch_size": 512, "k": None, "k_multiplier": 1.0}
+    assert batch_spacing_k(p, 824) == 23  # concrete's training folds: minibatches of 512 and 312, both k = 23
+    assert batch_spacing_k(p, 405) == 20  # boston: one minibatch of 405
+    assert batch_spacing_k({**p, "k_multiplier": 3.0}, 824) == 68  # App. C.4: round(3 sqrt(512))
+    assert batch_spacing_k({**p, "k": 64}, 824) == 64  # the authors' repository default
+    # The last 312-row minibatch keeps k = 23 (not round(sqrt(312)) = 18): Eq. 6 with k = 23 by hand.
+    c = np.sort(np.random.default_rng(0).uniform(size=312))
+    by_hand = np.mean(np.log((313 / 23) * (c[23:] - c[:-23])))
+    ours = QuantileRegularizer(1.0, k=batch_spacing_k(p, 824), sort="hard").entropy(torch.tensor(c))
+    assert ours.item() == pytest.approx(by_hand, rel=1e-12)
 
 
 def test_mixture_variance_rules():

@@ -146,7 +146,7 @@ class GaussianNetMethod(Method):
     defaults = {
         "hidden": 128, "depth": 2, "min_std": 0.1, "lr": 1e-2, "batch_size": 512, "epochs": 64,
         "dropout": 0.0, "mc_samples": 1, "n_members": 1, "adversarial": "none", "fgsm_eps_fraction": 0.01,
-        "lam": 0.0, "k": None, "k_multiplier": 1.0, "sort": "hard", "tau": 1e-3, "spacing_eps": 1e-6,
+        "lam": 0.0, "k": None, "k_multiplier": 1.0, "sort": "neuralsort", "tau": 1e-3, "spacing_eps": 1e-6,
         "variance": "mixture", "calibration_fraction": 0.0,
     }
 
@@ -184,8 +184,8 @@ class GaussianNetMethod(Method):
                     torch.as_tensor(scale.y(y_all[rows]), dtype=torch.float32, device=ctx.device))
 
         X_train, y_train = tensors(train_rows)
-        regularizer = QuantileRegularizer(p["lam"], p["k"], p["k_multiplier"], p["sort"], p["tau"],
-                                          p["spacing_eps"])
+        spacing = batch_spacing_k(p, int(train_rows.size))
+        regularizer = QuantileRegularizer(p["lam"], spacing, p["k_multiplier"], p["sort"], p["tau"], p["spacing_eps"])
         fgsm_eps = None
         if p["adversarial"] == "fgsm":
             feature_range = X_train.max(dim=0).values - X_train.min(dim=0).values
@@ -233,7 +233,7 @@ class GaussianNetMethod(Method):
             "n_test": int(test_rows.size),
             "final_batch_nll": float(np.mean([f.get("nll", math.nan) for f in finals])),
             "final_batch_qr_penalty": float(np.mean([f.get("penalty", math.nan) for f in finals])),
-            "spacing_k_full_batch": _k_for(min(int(p["batch_size"]), int(train_rows.size)), p),
+            "spacing_k": spacing,
             "variance_rule": p["variance"], "variance_authors": float(p["variance"] == "authors"),
             "adversarial": p["adversarial"], "lam": float(p["lam"]),
             "train_ce": _ce_percent(train_pit),
@@ -246,10 +246,15 @@ class GaussianNetMethod(Method):
         return qr_metrics(super().evaluate, ctx)
 
 
-def _k_for(n: int, p: dict) -> int:
+def batch_spacing_k(p: dict, n_train: int) -> int:
+    """The spacing k of Eq. 6, one value for every minibatch: ``k`` if given, else round(k_multiplier * sqrt(n))
+    with n the batch size (Sec. 5.2: "k = sqrt(n) ... where n is the batch size"; the authors' trainer takes one
+    fixed ``spacing``), i.e. min(batch_size, n_train). A last, smaller minibatch keeps this k (the estimator
+    clips it to its size - 1)."""
     from uqcal.calibration_entropy import spacing_k
 
-    return spacing_k(n, p["k"], p["k_multiplier"]) if n >= 2 else 0
+    n = min(int(p["batch_size"]), n_train)
+    return spacing_k(n, p["k"], p["k_multiplier"]) if n >= 2 else 1
 
 
 def _norm_cdf(z: np.ndarray) -> np.ndarray:
