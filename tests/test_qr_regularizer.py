@@ -79,14 +79,48 @@ def test_batch_smaller_than_k_plus_one_shrinks_k():
     assert QuantileRegularizer(1.0).penalty(torch.tensor([0.3])).item() == 0.0
 
 
-def test_neuralsort_matches_hard_sort_and_has_gradients():
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_neuralsort_on_random_pits_is_a_sort_blurred_at_the_scale_of_tau(seed):
+    """What NeuralSort (Grover et al. 2019, the authors' tau = 1e-3) does to 512 random PITs, vs torch.sort.
+
+    Output i is a softmax-weighted mix of the values around the i-th order statistic; a neighbour at distance
+    d has a logit gap >= d / tau (the NeuralSort objective has slope magnitude >= 1 in the value), so it shifts
+    the output by at most d exp(-d / tau) <= tau / e. With the two neighbours on opposite sides and farther
+    ones damped by the growing slope, every output lies within tau of the exact order statistic: the tolerance.
+    Mean spacings at n = 512 (~2e-3) are only about 2 tau, so the blur is not negligible: the entropy estimate
+    moves little (the log-spacings average it out: |dH| < 1e-3) but its gradient with respect to the PITs moves
+    by 10-25 % (relative L2 norm; measured 15-16 %), while still pointing the same way (cosine > 0.95).
+    float64 throughout; at tau = 1e-6 the deviation shrinks in proportion (<= tau again)."""
+    generator = torch.Generator().manual_seed(seed)
+    pit = torch.rand(512, generator=generator, dtype=torch.float64)
+    exact = torch.sort(pit).values
+    for tau in (1e-3, 1e-6):
+        deviation = (neural_sort(pit, tau=tau) - exact).abs().max().item()
+        assert deviation <= tau
+    assert (neural_sort(pit, tau=1e-3) - exact).abs().max().item() > 1e-5  # a blur, not an exact sort
+    grads, entropies = [], []
+    for sort in ("hard", "neuralsort"):
+        values = pit.clone().requires_grad_(True)
+        entropy = spacing_entropy(values, sort=sort, tau=1e-3)
+        (grad,) = torch.autograd.grad(entropy, values)
+        grads.append(grad)
+        entropies.append(entropy.item())
+    assert entropies[1] == pytest.approx(entropies[0], abs=1e-3)
+    hard, relaxed = grads
+    relative = ((relaxed - hard).norm() / hard.norm()).item()
+    cosine = (hard @ relaxed / (hard.norm() * relaxed.norm())).item()
+    assert 0.10 < relative < 0.25 and cosine > 0.95
+
+
+def test_neuralsort_has_finite_gradients_and_sorts_well_separated_values_exactly():
+    """Values 0.0155 apart (>> tau = 1e-3): the neighbour weights are exp(-15.5) ~ 2e-7, so the relaxed sort
+    equals the hard sort to within 0.0155 * 2 * 2e-7 < 1e-8."""
     rng = np.random.default_rng(3)
     values = torch.tensor(rng.permutation(np.linspace(0.01, 0.99, 64)), requires_grad=True)
     relaxed = neural_sort(values, tau=1e-3)
     assert torch.allclose(relaxed, torch.sort(values).values, atol=1e-8)
-    hard = spacing_entropy(values, sort="hard")
     soft = spacing_entropy(values, sort="neuralsort", tau=1e-3)
-    assert soft.item() == pytest.approx(hard.item(), abs=1e-6)
+    assert soft.item() == pytest.approx(spacing_entropy(values, sort="hard").item(), abs=1e-6)
     soft.backward()
     assert torch.all(torch.isfinite(values.grad)) and values.grad.abs().sum() > 0
 

@@ -95,15 +95,30 @@ def test_holdout_split_partitions_and_stores_training_stats():
     assert holdout_split(table, {"test_fraction": 0.2}, 1)["test"] != split["test"]
 
 
-def test_kfold_seeds_map_to_repeats_and_folds():
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_kfold_seeds_map_to_repeats_and_folds(shuffle):
     table = single_table()
-    folds = [kfold_split(table, {"folds": 5}, k) for k in range(5)]
+    folds = [kfold_split(table, {"folds": 5, "shuffle": shuffle}, k) for k in range(5)]
     tests = [set(f["test"]) for f in folds]
     assert set().union(*tests) == set(range(103))
     assert sum(len(t) for t in tests) == 103  # every row is tested exactly once per repeat
     assert [f["fold"] for f in folds] == [0, 1, 2, 3, 4] and {f["repeat"] for f in folds} == {0}
-    second = kfold_split(table, {"folds": 5}, 5)
-    assert second["repeat"] == 1 and set(second["test"]) not in tests
+    second = kfold_split(table, {"folds": 5, "shuffle": shuffle}, 5)
+    assert second["repeat"] == 1 and second["shuffle"] is shuffle
+    if shuffle:  # a new permutation per repeat
+        assert set(second["test"]) not in tests
+    else:  # the QR authors' KFold(5): contiguous blocks in file order (sizes 21, 21, 21, 20, 20), every repeat
+        sizes = [21, 21, 21, 20, 20]
+        blocks = [list(range(a, a + n)) for a, n in zip(np.cumsum([0, *sizes[:-1]]), sizes, strict=True)]
+        assert [f["test"] for f in folds] == blocks
+        assert second["test"] == folds[0]["test"]
+
+
+def test_kfold_default_is_contiguous_and_shuffle_is_validated():
+    table = single_table()
+    assert kfold_split(table, {"folds": 5}, 1)["test"] == list(range(21, 42))
+    with pytest.raises(ValueError, match="shuffle"):
+        kfold_split(table, {"folds": 5, "shuffle": "yes"}, 0)
 
 
 def fewshot_table(domain=False) -> Table:

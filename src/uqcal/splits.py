@@ -143,18 +143,28 @@ def holdout_split(table: Table, params: dict, seed: int) -> dict:
 
 
 def kfold_split(table: Table, params: dict, seed: int) -> dict:
+    """Fold ``seed % folds`` of repeat ``seed // folds`` of K-fold cross-validation.
+
+    ``shuffle: false`` (default): scikit-learn's ``KFold(folds)`` on the rows in file order, as the QR
+    authors ran it: contiguous test blocks, the same folds in every repeat (repeats then differ only in the
+    seeds of training). ``shuffle: true``: rows are permuted first, with a new permutation per repeat.
+    """
     from sklearn.model_selection import KFold
 
     folds = int(params.get("folds", 5))
+    shuffle = params.get("shuffle", False)
+    if not isinstance(shuffle, bool):
+        raise DataValidationError(f"kfold split: shuffle must be true or false, got {shuffle!r}")
     if table.spec.get("fixed_split"):
-        return {**holdout_split(table, params, seed), "repeat": 0, "fold": 0}
+        return {**holdout_split(table, params, seed), "repeat": 0, "fold": 0, "shuffle": False}
     if len(table.frame) < 2 * folds:
         raise DataValidationError(f"dataset {table.name!r}: {len(table.frame)} rows are too few for {folds}-fold "
                                   f"cross-validation (each fold needs >= 2 rows); lower `folds`")
     repeat, fold = divmod(seed, folds)
-    splitter = KFold(n_splits=folds, shuffle=True, random_state=int(_rng(table.name, "kfold", repeat).integers(2**31)))
+    state = int(_rng(table.name, "kfold", repeat).integers(2**31)) if shuffle else None
+    splitter = KFold(n_splits=folds, shuffle=shuffle, random_state=state)
     train, test = list(splitter.split(np.arange(len(table.frame))))[fold]
-    return {"train": train.tolist(), "test": test.tolist(), "repeat": repeat, "fold": fold,
+    return {"train": train.tolist(), "test": test.tolist(), "repeat": repeat, "fold": fold, "shuffle": shuffle,
             **_standardisation(table, train)}
 
 

@@ -406,6 +406,166 @@ def check_best_among(claim: dict, ctx: ClaimContext) -> ClaimResult:
     return check_best(claim, dataclasses.replace(ctx, summary=summary, runs=runs))
 
 
+def _repeat_spread(values: dict[int, float], folds: int) -> tuple[float | None, int]:
+    """Std (ddof 0, as numpy's default in the QR authors' save_stats) over repeats of the per-repeat mean over
+    folds; seed k is fold k % folds of repeat k // folds. Only complete repeats count."""
+    repeats: dict[int, list[float]] = {}
+    for seed, value in values.items():
+        repeats.setdefault(int(seed) // folds, []).append(float(value))
+    means = [float(np.mean(v)) for v in repeats.values() if len(v) == folds]
+    return (float(np.std(means)) if len(means) >= 2 else None), len(means)
+
+
+def check_within_paper_repeat_spread(claim: dict, ctx: ClaimContext) -> ClaimResult:
+    """As ``within_paper_spread`` (our mean within the paper's mean ± std, paper's own data only), for papers
+    whose ± is the std over repeats of a K-fold mean (``folds``, default 5): the evidence also gives our
+    spread computed the same way, so the two spreads are read alike."""
+    check = claim["check"]
+    metric, table_id, folds = check["metric"], check["paper_table"], int(check.get("folds", 5))
+    methods = check.get("methods")
+    frame = _filter(ctx.summary[ctx.summary["metric"] == metric], check)
+    per_seed = _per_seed(ctx, check, metric)
+    evidence, total = [], 0
+    for rec in frame.itertuples(index=False):
+        if methods and rec.method not in methods:
+            continue
+        relation = ctx.relations.get(rec.dataset)
+        if relation is None or relation.kind != "same":
+            continue
+        paper = ctx.reference.value(table_id, relation.paper, str(rec.setting), rec.method, metric)
+        if paper is None or paper.get("std") is None:
+            continue
+        total += 1
+        spread, n_repeats = _repeat_spread(per_seed.get((rec.dataset, str(rec.setting), rec.method), {}), folds)
+        ours = f"ours {fmt(rec.mean)}" + (f" ± {fmt(spread)} ({n_repeats} repeats)" if spread is not None else "")
+        verdict = spread_verdict(float(rec.mean), paper, relation)
+        evidence.append(
+            (
+                f"{rec.dataset} / {rec.setting} / {rec.method}",
+                f"{ours} vs paper {fmt(paper['mean'])} ± {fmt(paper['std'])} ({verdict}); ± = std over repeats "
+                f"of the {folds}-fold mean",
+                verdict == "within",
+            )
+        )
+    return _finish(
+        claim,
+        evidence,
+        total,
+        f"no run of {methods or 'any method'} on a paper dataset with a published spread for {metric}",
+    )
+
+
+def check_effect_contrast(claim: dict, ctx: ClaimContext) -> ClaimResult:
+    """Per dataset: the paired effect of ``a`` against ``b`` (mean over seeds of b - a, or a - b with
+    ``greater: true``) is larger under setting ``settings[0]`` than under ``settings[1]``: one-sided Welch
+    test, t = (e1 - e2) / sqrt(se1^2 + se2^2) with Welch-Satterthwaite df, at ``alpha``. A setting listed in
+    ``fixed_folds`` (folds the same in every repeat) takes se and df from ``fold_blocked_test`` (``folds``);
+    otherwise se = sd / sqrt(n), df = n - 1 (then this is scipy's Welch t-test). The evidence gives both
+    effects, absolute and relative."""
+    check = claim["check"]
+    metric, a, b = check["metric"], check["a"], check["b"]
+    first, second = (str(s) for s in check["settings"])
+    sign = 1.0 if check.get("greater", False) else -1.0  # effect = sign * (a - b): positive supports a
+    alpha = float(check.get("alpha", 0.05))
+    fixed, folds = {str(s) for s in check.get("fixed_folds") or []}, int(check.get("folds", 5))
+    per_seed = _per_seed(ctx, {**check, "settings": [first, second]}, metric)
+    datasets = list(dict.fromkeys(d for d, _, _ in per_seed))
+    evidence = []
+    for dataset in datasets:
+        effects, texts, seeds_of = {}, [], {}
+        for setting in (first, second):
+            runs_a, runs_b = per_seed.get((dataset, setting, a), {}), per_seed.get((dataset, setting, b), {})
+            shared = sorted(set(runs_a) & set(runs_b))
+            if len(shared) < 2:
+                break
+            va, vb = np.array([runs_a[s] for s in shared]), np.array([runs_b[s] for s in shared])
+            effects[setting], seeds_of[setting] = sign * (va - vb), shared
+            change = va.mean() - vb.mean()
+            relative = f", {change / abs(vb.mean()):+.0%}" if vb.mean() != 0 else ""
+            texts.append(f"{setting}: {metric} {fmt(vb.mean())} ({b}) → {fmt(va.mean())} ({a}) "
+                         f"[{change:+.3g}{relative}]")
+        if len(effects) < 2:
+            continue
+        moments = []
+        for setting in (first, second):
+            e = effects[setting]
+            if setting in fixed:
+                res = fold_blocked_test(dict(zip(seeds_of[setting], e, strict=True)), folds)
+                moments.append((res["mean"], res["se"] ** 2, res["df"]))
+            else:
+                moments.append((float(e.mean()), float(e.var(ddof=1)) / e.size, e.size - 1))
+        (m1, v1, df1), (m2, v2, df2) = moments
+        t_stat = (m1 - m2) / math.sqrt(v1 + v2)
+        df = (v1 + v2) ** 2 / (v1**2 / df1 + v2**2 / df2)
+        p_greater = float(stats.t.sf(t_stat, df))
+        outcome = "better" if p_greater < alpha else ("worse" if 1 - p_greater < alpha else "tie")
+        evidence.append(Evidence(
+            dataset, "; ".join(texts) + f"; effect larger on {first}: Welch one-sided p = {fmt(p_greater)}"
+            + (f" ({', '.join(sorted(fixed & {first, second}))}: fold-blocked se)" if fixed & {first, second} else ""),
+            outcome == "better", outcome, dataset, p_greater))
+    return _finish(claim, evidence, len(datasets), f"no dataset has {a} and {b} under both {first} and {second}")
+
+
+def fold_blocked_test(diffs: dict[int, float], folds: int, alpha: float = 0.05) -> dict:
+    """Paired t-test of per-seed differences when the K folds are FIXED (the same rows in every repeat; seed k
+    = fold k % folds): fold effects are part of the design, not noise, so each difference is compared with its
+    fold's mean (randomised block design, fold = block). se = sqrt(s_within^2 / n), df = n - #folds."""
+    seeds = sorted(diffs)
+    d = np.array([diffs[s] for s in seeds], float)
+    fold = np.array([s % folds for s in seeds])
+    blocks = np.unique(fold)
+    df = d.size - blocks.size
+    if df < 1:
+        raise ValueError(f"fold-blocked test needs repeated folds: {d.size} runs over {blocks.size} folds")
+    residual = d - np.array([d[fold == f].mean() for f in fold])
+    se = float(np.sqrt((residual**2).sum() / df / d.size))
+    mean = float(d.mean())
+    if se == 0:
+        p_two = 0.0 if mean != 0 else 1.0
+        t_stat = math.copysign(math.inf, mean) if mean != 0 else 0.0
+    else:
+        t_stat = mean / se
+        p_two = float(2 * stats.t.sf(abs(t_stat), df))
+    half = float(stats.t.ppf(1 - alpha / 2, df)) * se
+    mde = (float(stats.t.ppf(1 - alpha / 2, df)) + float(stats.t.ppf(0.8, df))) * se
+    return {"mean": mean, "se": se, "df": df, "t": t_stat, "p_two": p_two, "ci": (mean - half, mean + half),
+            "mde": mde}
+
+
+def check_fold_blocked_compare(claim: dict, ctx: ClaimContext) -> ClaimResult:
+    """``less_than`` / ``greater_than`` (``direction: less | greater``) for K-fold protocols whose folds are
+    the same in every repeat (QR's cv5): per row, the paired differences a - b over shared seeds are tested by
+    ``fold_blocked_test`` (``folds``, default 5). ``accept``, ``alpha``, ``scope`` and ``pooled`` as for
+    ``less_than``; the evidence names the test, its CI and the difference detectable at 80 % power."""
+    check = claim["check"]
+    metric, a, b = check["metric"], check["a"], check["b"]
+    direction = {"less": -1, "greater": 1}[check.get("direction", "less")]
+    alpha, folds = float(check.get("alpha", 0.05)), int(check.get("folds", 5))
+    accept = check.get("accept", "better")
+    if accept not in ("better", "not_worse"):
+        raise ValueError(f"accept: expected 'better' or 'not_worse', got {accept!r}")
+    wide = _means(ctx, check, metric)
+    per_seed = _per_seed(ctx, check, metric)
+    evidence = []
+    for (dataset, setting), values in wide.iterrows():
+        runs_a, runs_b = per_seed.get((dataset, str(setting), a), {}), per_seed.get((dataset, str(setting), b), {})
+        shared = sorted(set(runs_a) & set(runs_b))
+        if pd.isna(values.get(a, np.nan)) or pd.isna(values.get(b, np.nan)) or len(shared) <= folds:
+            continue
+        res = fold_blocked_test({s: runs_a[s] - runs_b[s] for s in shared}, folds, alpha)
+        along = np.sign(res["mean"]) == direction
+        p_one = res["p_two"] / 2 if along else 1 - res["p_two"] / 2
+        outcome = "tie" if res["p_two"] >= alpha or res["mean"] == 0 else ("better" if along else "worse")
+        ok = outcome == "better" or (accept == "not_worse" and outcome == "tie")
+        mean_a, mean_b = np.mean([runs_a[s] for s in shared]), np.mean([runs_b[s] for s in shared])
+        sign = "<" if mean_a < mean_b else ">"
+        detail = (f"{outcome}: {metric}({a}) {fmt(mean_a)} {sign} {metric}({b}) {fmt(mean_b)}; diff {fmt(res['mean'])} "
+                  f"[{fmt(res['ci'][0])}, {fmt(res['ci'][1])}], fold-blocked paired t (fixed folds, df {res['df']}) "
+                  f"p = {fmt(res['p_two'])}, n = {len(shared)}; detectable at 80 % power: |diff| >= {fmt(res['mde'])}")
+        evidence.append(Evidence(f"{dataset} / {setting}", detail, ok, outcome, dataset, float(p_one)))
+    return _finish(claim, evidence, len(wide), f"no row has both {a} and {b} for {metric} with repeated folds")
+
+
 KINDS = {
     "best_among": check_best_among,
     "stats_curve_greater": check_stats_curve_greater,
@@ -416,6 +576,9 @@ KINDS = {
     "monotone": check_monotone,
     "spearman": check_spearman,
     "fewer_steps": check_fewer_steps,
+    "within_paper_repeat_spread": check_within_paper_repeat_spread,
+    "effect_contrast": check_effect_contrast,
+    "fold_blocked_compare": check_fold_blocked_compare,
 }
 
 

@@ -18,7 +18,6 @@ from torch import nn
 
 from uqcal.api import Method, RunContext
 from uqcal.calibration_entropy import QuantileRegularizer, gaussian_nll, gaussian_pit
-from uqcal.optim import make_adam
 
 VARIANCE_RULES = ("mixture", "authors")
 ADVERSARIAL = ("none", "fgsm", "fgsm_authors")
@@ -67,69 +66,52 @@ class Standardiser:
         return (y - self.y_mean) / self.y_std
 
 
+def minibatch_loss(net: HeteroscedasticMLP, xb: torch.Tensor, yb: torch.Tensor, regularizer: QuantileRegularizer,
+                   adversarial: str, fgsm_eps: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(loss, nll, penalty) of one minibatch; the step is Adam on the loss's gradient.
+
+    - ``none``: NLL(x) - lam H(PIT(x)) (Eq. 7).
+    - ``fgsm`` (the paper as written, Lakshminarayanan et al. 2017): NLL(x) + NLL(x_adv) - lam H(PIT(x)),
+      x_adv = x + eps sign(grad_x NLL(x)).
+    - ``fgsm_authors`` (the authors' code, step for step): ``perturb()`` back-propagates NLL(x) into the
+      parameters without zeroing them afterwards, then the step adds the gradient of
+      ((NLL(x) - lam H) + NLL_adv) / 2, where NLL_adv reuses the clean outputs. The step's gradient is
+      therefore 2 grad NLL + (lam / 2) grad(-H), the gradient of 2 NLL - (lam / 2) H; x_adv never reaches it.
+    """
+    if adversarial == "fgsm":
+        xb = xb.detach().requires_grad_(True)
+    mean, std = net(xb)
+    nll = gaussian_nll(yb, mean, std)
+    penalty = regularizer.penalty(gaussian_pit(yb, mean, std))  # -lam H; 0 without computing H at lam = 0
+    if adversarial == "none":
+        loss = nll + penalty
+    elif adversarial == "fgsm_authors":
+        loss = 2.0 * nll + 0.5 * penalty
+    elif adversarial == "fgsm":
+        (grad_x,) = torch.autograd.grad(nll, xb, retain_graph=True)
+        adv_mean, adv_std = net((xb + fgsm_eps * grad_x.sign()).detach())
+        loss = nll + gaussian_nll(yb, adv_mean, adv_std) + penalty
+    else:
+        raise ValueError(f"adversarial must be one of {ADVERSARIAL}, got {adversarial!r}")
+    return loss, nll, penalty
+
+
 def train_member(net: HeteroscedasticMLP, X: torch.Tensor, y: torch.Tensor, params: dict,
                  regularizer: QuantileRegularizer, generator: torch.Generator,
-                 fgsm_eps: torch.Tensor | None, reference: bool = False) -> dict:
-    """Adam on NLL - lam * H(PIT) over shuffled minibatches; FGSM adds the NLL at x + eps sign(grad_x).
-
-    Shortcuts with the same results bit for bit (``reference=True`` turns them off; the tests compare):
-    on CPU `uqcal.optim.make_adam`'s ForeachAdam stands in for torch.optim.Adam; with lam = 0 the PIT is not
-    computed (the penalty is the constant 0 either way); the backward pass skips the gradient of the inputs,
-    which nothing reads;
-    and for FGSM with lam = 0 one backward of the clean NLL yields grad_x and the clean part of the
-    parameter gradients, the adversarial NLL's backward the other part: the reference's second backward
-    recomputes the clean part and sums the same two terms (a + b = b + a).
-    """
-    plist = list(net.parameters())
-    fast = not reference and all(p.device.type == "cpu" for p in plist)
-    # make_adam is torch.optim.Adam bit for bit (and is torch.optim.Adam itself off the CPU)
-    optimiser = torch.optim.Adam(plist, lr=params["lr"]) if reference else make_adam(plist, params["lr"])
+                 fgsm_eps: torch.Tensor | None) -> dict:
+    """torch.optim.Adam on ``minibatch_loss`` over shuffled minibatches (a new order every epoch)."""
+    optimiser = torch.optim.Adam(net.parameters(), lr=params["lr"])
     n, batch_size = X.shape[0], int(params["batch_size"])
-    adversarial = params["adversarial"]
-    one_clean_backward = fast and adversarial == "fgsm" and regularizer.lam == 0.0
     net.train()
     last = {}
     for _ in range(int(params["epochs"])):
         order = torch.randperm(n, generator=generator)
         for start in range(0, n, batch_size):
             index = order[start : start + batch_size]
-            xb, yb = X[index], y[index]  # advanced indexing: fresh tensors
-            if adversarial != "none":
-                xb = xb.requires_grad_(True) if fast else xb.clone().requires_grad_(True)
-            mean, std = net(xb)
-            nll = gaussian_nll(yb, mean, std)
-            if fast and regularizer.lam == 0.0:
-                penalty = nll.new_zeros(())  # what regularizer.penalty returns for lam = 0
-            else:
-                penalty = regularizer.penalty(gaussian_pit(yb, mean, std))
-            loss = nll + penalty
-            if one_clean_backward:
-                optimiser.zero_grad()
-                grad_x, *clean_grads = torch.autograd.grad(nll, [xb, *plist])
-                x_adv = (xb + fgsm_eps * grad_x.sign()).detach()
-                adv_mean, adv_std = net(x_adv)
-                gaussian_nll(yb, adv_mean, adv_std).backward()
-                with torch.no_grad():
-                    for p, clean in zip(plist, clean_grads, strict=True):
-                        p.grad.add_(clean)
-                optimiser.step()
-                last = {"nll": float(nll.detach()), "penalty": float(penalty.detach())}
-                continue
-            if adversarial != "none":
-                # Lakshminarayanan et al. 2017: x_adv = x + eps * sign(grad_x l(x)).
-                (grad_x,) = torch.autograd.grad(nll, xb, retain_graph=True)
-                x_adv = (xb + fgsm_eps * grad_x.sign()).detach()
-                if adversarial == "fgsm":
-                    adv_mean, adv_std = net(x_adv)
-                else:  # the authors' code: the "adversarial" loss reuses the clean outputs
-                    adv_mean, adv_std = mean, std
-                loss = loss + gaussian_nll(yb, adv_mean, adv_std)
-            if fast:
-                optimiser.zero_grad()
-                loss.backward(inputs=plist)
-            else:
-                optimiser.zero_grad(set_to_none=True)
-                loss.backward()
+            loss, nll, penalty = minibatch_loss(net, X[index], y[index], regularizer, params["adversarial"],
+                                                fgsm_eps)
+            optimiser.zero_grad()
+            loss.backward()
             optimiser.step()
             last = {"nll": float(nll.detach()), "penalty": float(penalty.detach())}
     return last
@@ -164,7 +146,7 @@ class GaussianNetMethod(Method):
     defaults = {
         "hidden": 128, "depth": 2, "min_std": 0.1, "lr": 1e-2, "batch_size": 512, "epochs": 64,
         "dropout": 0.0, "mc_samples": 1, "n_members": 1, "adversarial": "none", "fgsm_eps_fraction": 0.01,
-        "lam": 0.0, "k": None, "k_multiplier": 1.0, "sort": "hard", "tau": 1e-3, "spacing_eps": 1e-6,
+        "lam": 0.0, "k": None, "k_multiplier": 1.0, "sort": "neuralsort", "tau": 1e-3, "spacing_eps": 1e-6,
         "variance": "mixture", "calibration_fraction": 0.0,
     }
 
@@ -202,10 +184,10 @@ class GaussianNetMethod(Method):
                     torch.as_tensor(scale.y(y_all[rows]), dtype=torch.float32, device=ctx.device))
 
         X_train, y_train = tensors(train_rows)
-        regularizer = QuantileRegularizer(p["lam"], p["k"], p["k_multiplier"], p["sort"], p["tau"],
-                                          p["spacing_eps"])
+        spacing = batch_spacing_k(p, int(train_rows.size))
+        regularizer = QuantileRegularizer(p["lam"], spacing, p["k_multiplier"], p["sort"], p["tau"], p["spacing_eps"])
         fgsm_eps = None
-        if p["adversarial"] != "none":
+        if p["adversarial"] == "fgsm":
             feature_range = X_train.max(dim=0).values - X_train.min(dim=0).values
             fgsm_eps = p["fgsm_eps_fraction"] * feature_range  # 0.01 x range, standardised units
         generator = ctx.torch_generator(2)
@@ -251,7 +233,7 @@ class GaussianNetMethod(Method):
             "n_test": int(test_rows.size),
             "final_batch_nll": float(np.mean([f.get("nll", math.nan) for f in finals])),
             "final_batch_qr_penalty": float(np.mean([f.get("penalty", math.nan) for f in finals])),
-            "spacing_k_full_batch": _k_for(min(int(p["batch_size"]), int(train_rows.size)), p),
+            "spacing_k": spacing,
             "variance_rule": p["variance"], "variance_authors": float(p["variance"] == "authors"),
             "adversarial": p["adversarial"], "lam": float(p["lam"]),
             "train_ce": _ce_percent(train_pit),
@@ -264,10 +246,15 @@ class GaussianNetMethod(Method):
         return qr_metrics(super().evaluate, ctx)
 
 
-def _k_for(n: int, p: dict) -> int:
+def batch_spacing_k(p: dict, n_train: int) -> int:
+    """The spacing k of Eq. 6, one value for every minibatch: ``k`` if given, else round(k_multiplier * sqrt(n))
+    with n the batch size (Sec. 5.2: "k = sqrt(n) ... where n is the batch size"; the authors' trainer takes one
+    fixed ``spacing``), i.e. min(batch_size, n_train). A last, smaller minibatch keeps this k (the estimator
+    clips it to its size - 1)."""
     from uqcal.calibration_entropy import spacing_k
 
-    return spacing_k(n, p["k"], p["k_multiplier"]) if n >= 2 else 0
+    n = min(int(p["batch_size"]), n_train)
+    return spacing_k(n, p["k"], p["k_multiplier"]) if n >= 2 else 1
 
 
 def _norm_cdf(z: np.ndarray) -> np.ndarray:
