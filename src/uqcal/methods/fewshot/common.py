@@ -2,14 +2,12 @@
 
 A method subclasses ``EpisodicMethod`` and implements ``build_model``, ``episode_loss`` and
 ``logit_samples`` (S samples of query logits; S = 1 for deterministic methods). Everything else
-(episode sampling, outer Adam with non-finite-gradient skipping, test predictions, the jitter counter,
-temperature scaling in ``*_ts`` variants) is here so every method sees exactly the same episodes.
+(episode sampling, outer Adam with non-finite-gradient skipping, test predictions, the jitter counter)
+is here so every method sees exactly the same episodes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -21,7 +19,6 @@ from torch import nn
 
 from uqcal.api import Method, RunContext
 from uqcal.gp.linalg import JitterCounter
-from uqcal.optim import make_adam
 
 from .gp_core import mc_softmax
 
@@ -102,12 +99,6 @@ def check_class_disjoint(split: dict) -> None:
                 raise ValueError(f"{name}[{i}] uses classes {sorted(stray)} outside the {side} classes")
 
 
-def episodes_digest(episodes: list[dict]) -> str:
-    """Fingerprint of a list of episode specs (classes, support and query rows)."""
-    text = json.dumps(episodes, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def predictions_frame(probs_per_episode: list[torch.Tensor], labels_per_episode: list[torch.Tensor]):
     rows = []
     for episode, (probs, labels) in enumerate(zip(probs_per_episode, labels_per_episode, strict=True)):
@@ -144,30 +135,7 @@ class EpisodicMethod(Method):
 
     def logit_samples(self, model, episode: Episode, generator: torch.Generator) -> torch.Tensor:
         """(S, M, C) samples of query logits; probabilities = mean_s softmax(logits_s / T)."""
-        if not self.reusable_test_outputs:
-            raise NotImplementedError  # pragma: no cover - abstract
-        return self.draw_logits(self.query_outputs(model, episode), generator)
-
-    # Methods whose prediction draws no random numbers before its final sampling step split
-    # ``logit_samples`` into deterministic ``query_outputs`` and ``draw_logits``. The base run then keeps
-    # its test episodes' outputs in model.pt, and its ``*_ts`` run redraws them with its own generator
-    # instead of running the model on the test episodes again (bit-identical; see temperature.py).
-    reusable_test_outputs = False
-
-    def query_outputs(self, model, episode: Episode) -> dict[str, torch.Tensor]:
-        raise NotImplementedError  # pragma: no cover - only with reusable_test_outputs
-
-    def draw_logits(self, outputs: dict[str, torch.Tensor], generator: torch.Generator) -> torch.Tensor:
-        raise NotImplementedError  # pragma: no cover - only with reusable_test_outputs
-
-    def logit_samples_batch(self, model, episodes: list[Episode], generator: torch.Generator) -> list[torch.Tensor]:
-        """``logit_samples`` of several episodes, in order, drawing from `generator` in the same order as one
-        by one; methods override it to batch the episodes (results must stay identical)."""
-        return [self.logit_samples(model, episode, generator) for episode in episodes]
-
-    def episode_batch_size(self, spec: dict) -> int:
-        """How many prediction episodes shaped like `spec` ``logit_samples_batch`` gets at once (1: one by one)."""
-        return 1
+        raise NotImplementedError  # pragma: no cover - abstract
 
     def extra_stats(self, model, data: EpisodeData, split: dict, ctx: RunContext) -> dict:
         return {}
@@ -195,7 +163,7 @@ class EpisodicMethod(Method):
         class_rows = data.class_rows(train_classes)
         rng = ctx.rng(offset=1)
         generator = ctx.torch_generator(offset=2)
-        optimiser = make_adam(self.param_groups(model))
+        optimiser = torch.optim.Adam(self.param_groups(model))
         losses, skipped, curve = [], 0, []
         started = time.perf_counter()
         n_episodes = int(self.params["train_episodes"])
@@ -227,55 +195,30 @@ class EpisodicMethod(Method):
             "outer_loss_curve": curve,
         }
 
-    def predict_episodes(
-        self, model, data: EpisodeData, episodes: list[dict], generator, temperature=1.0, outputs=None
-    ):
-        """Probabilities and labels per episode; `outputs`, a list, also collects each episode's
-        ``query_outputs`` (on the CPU) where the method has them."""
-        model.eval()
+    def predict_episodes(self, model, data: EpisodeData, episodes: list[dict], generator, temperature=1.0):
+        """Probabilities and labels per episode."""
         probs, labels = [], []
-        keep = outputs is not None and self.reusable_test_outputs
-        with torch.no_grad():
-            if keep:
-                for spec in episodes:
-                    episode = data.episode(spec)
-                    out = self.query_outputs(model, episode)
-                    outputs.append({k: v.detach().cpu() for k, v in out.items()})
-                    probs.append(mc_softmax(self.draw_logits(out, generator), temperature))
-                    labels.append(episode.query_y)
-                return probs, labels
-            for batch in self._episode_batches(data, episodes):
-                for episode, samples in zip(batch, self.logit_samples_batch(model, batch, generator), strict=True):
-                    probs.append(mc_softmax(samples, temperature))
-                    labels.append(episode.query_y)
+        for samples, query_y in self.collect_logits(model, data, episodes, generator):
+            probs.append(mc_softmax(samples, temperature))
+            labels.append(query_y)
         return probs, labels
 
     def collect_logits(self, model, data: EpisodeData, episodes: list[dict], generator):
+        """(logit samples (S, M, C), query labels) of each episode, one episode after another."""
         model.eval()
         out = []
         with torch.no_grad():
-            for batch in self._episode_batches(data, episodes):
-                for episode, samples in zip(batch, self.logit_samples_batch(model, batch, generator), strict=True):
-                    out.append((samples.cpu(), episode.query_y.cpu()))
+            for spec in episodes:
+                episode = data.episode(spec)
+                out.append((self.logit_samples(model, episode, generator).cpu(), episode.query_y.cpu()))
         return out
-
-    def _episode_batches(self, data: EpisodeData, episodes: list[dict]):
-        """Episodes in consecutive batches of ``episode_batch_size`` (sized by the first episode)."""
-        if not episodes:
-            return
-        size = max(1, int(self.episode_batch_size(episodes[0])))
-        for start in range(0, len(episodes), size):
-            yield [data.episode(spec) for spec in episodes[start : start + size]]
 
     def train(self, ctx: RunContext) -> None:
         data, split = self.setup(ctx)
         model = self.build_model(int(split["n_way"]), data.image_size).to(ctx.device)
         stats = self.meta_train(model, data, split, ctx)
         started = time.perf_counter()
-        escalations, outputs = self.counter.escalations, []
-        probs, labels = self.predict_episodes(
-            model, data, split["test_episodes"], ctx.torch_generator(offset=3), outputs=outputs
-        )
+        probs, labels = self.predict_episodes(model, data, split["test_episodes"], ctx.torch_generator(offset=3))
         stats["test_seconds_per_episode"] = (time.perf_counter() - started) / max(1, len(probs))
         stats.update(self.extra_stats(model, data, split, ctx))
         stats["jitter_escalations"] = self.counter.escalations
@@ -287,13 +230,6 @@ class EpisodicMethod(Method):
             "image_size": data.image_size,
             "state_dict": model.state_dict(),
         }
-        if self.reusable_test_outputs:
-            model_obj["test_outputs"] = {
-                "episodes": episodes_digest(split["test_episodes"]),
-                "outputs": outputs,
-                "labels": [y.cpu() for y in labels],
-                "jitter_escalations": self.counter.escalations - escalations,
-            }
         ctx.save_outputs(predictions_frame(probs, labels), model_obj, stats)
 
     def evaluate(self, ctx: RunContext) -> dict[str, float]:

@@ -89,9 +89,7 @@ class DKT(EpisodicMethod):
         targets = signed_onehot(labels, episode.n_way).to(kernel.dtype)
         return -exact_mll(kernel, model.noise, targets, self.counter) / labels.numel()
 
-    reusable_test_outputs = True
-
-    def query_outputs(self, model, episode: Episode) -> dict[str, torch.Tensor]:
+    def logit_samples(self, model, episode: Episode, generator) -> torch.Tensor:
         support, query = model.kernels.prepare(
             model.backbone(episode.support_x), model.backbone(episode.query_x)
         )
@@ -105,9 +103,4 @@ class DKT(EpisodicMethod):
             model.kernels(query, diag=True),
             self.counter,
         )
-        return {"mu": mu, "var": var}
-
-    def draw_logits(self, outputs, generator) -> torch.Tensor:
-        return predictive_logit_samples(
-            outputs["mu"], outputs["var"], int(self.params["n_pred_samples"]), generator
-        )
+        return predictive_logit_samples(mu, var, int(self.params["n_pred_samples"]), generator)

@@ -17,7 +17,7 @@ from scipy.optimize import minimize_scalar
 from uqcal.api import Method, RunContext
 from uqcal.gp.linalg import JitterCounter
 
-from .common import EpisodeData, check_class_disjoint, episodes_digest, mc_softmax, predictions_frame
+from .common import EpisodeData, check_class_disjoint, mc_softmax, predictions_frame
 
 
 def fit_temperature(logits_and_labels, t_min: float, t_max: float) -> tuple[float, float, float]:
@@ -33,25 +33,6 @@ def fit_temperature(logits_and_labels, t_min: float, t_max: float) -> tuple[floa
 
     result = minimize_scalar(nll, bounds=(math.log(t_min), math.log(t_max)), method="bounded")
     return math.exp(result.x), nll(0.0), float(result.fun)
-
-
-def reused_test_logits(base, saved: dict, split: dict, generator):
-    """The test episodes' logit samples from the base run's kept ``query_outputs``, or None.
-
-    Identical to ``base.collect_logits`` on the test episodes: the outputs are what the same model computes
-    on the same episodes, and only ``draw_logits`` consumes the generator, in the same episode order. The
-    base run's test-time jitter escalations are added to ``base.counter`` as if they had happened here.
-    """
-    kept = saved.get("test_outputs")
-    if not base.reusable_test_outputs or kept is None:
-        return None
-    if kept["episodes"] != episodes_digest(split["test_episodes"]):
-        return None  # the base run predicted other test episodes: recompute
-    base.counter.escalations += int(kept["jitter_escalations"])
-    return [
-        (base.draw_logits(outputs, generator).cpu(), labels.cpu())
-        for outputs, labels in zip(kept["outputs"], kept["labels"], strict=True)
-    ]
 
 
 class TemperatureScaled(Method):
@@ -75,9 +56,7 @@ class TemperatureScaled(Method):
         temperature, nll_before, nll_after = fit_temperature(
             val, float(self.params["t_min"]), float(self.params["t_max"])
         )
-        test = reused_test_logits(base, saved, split, ctx.torch_generator(offset=3))
-        if test is None:
-            test = base.collect_logits(model, data, split["test_episodes"], ctx.torch_generator(offset=3))
+        test = base.collect_logits(model, data, split["test_episodes"], ctx.torch_generator(offset=3))
         probs = [mc_softmax(samples, temperature) for samples, _ in test]
         stats = {
             "temperature": temperature,
@@ -85,5 +64,5 @@ class TemperatureScaled(Method):
             "val_nll_tempered": nll_after,
             "jitter_escalations": base.counter.escalations,
         }
-        model_obj = {**{k: v for k, v in saved.items() if k != "test_outputs"}, "temperature": temperature}
+        model_obj = {**saved, "temperature": temperature}
         ctx.save_outputs(predictions_frame(probs, [labels for _, labels in test]), model_obj, stats)
