@@ -274,8 +274,16 @@ def check_stats_curve_greater(claim: dict, ctx: ClaimContext) -> ClaimResult:
     return _finish(claim, evidence, len(keys), f"no train_stats.json of {method} with '{key}' curves {a}, {b}")
 
 
+def check_episode_paired(claim: dict, ctx: ClaimContext) -> ClaimResult:
+    """Paired tests over test episodes (fewshot); see uqcal.report.episode_claims."""
+    from uqcal.report.episode_claims import check_episode_paired as check
+
+    return check(claim, ctx)
+
+
 KINDS = {
     "stats_curve_greater": check_stats_curve_greater,
+    "episode_paired": check_episode_paired,
     "less_than": check_less_than,
     "greater_than": check_greater_than,
     "best": check_best,

@@ -31,8 +31,9 @@ SAMPLING = ("marginal", "full_covariance")
 class ClassKernels(nn.Module):
     """One ScaleKernel per class over a shared base kernel on L2-normalised deep features (App. E.4).
 
-    cosine: <x, x'> / (|x||x'|) after centring by the support mean ("bncossim" centres with batch norm;
-    we centre with the support statistics so test queries never influence each other).
+    As in the authors' code (methods/mirror.py, ``Kernel``), the features are only L2-normalised, the same
+    way in training and at test, and the cosine kernel is gpytorch's LinearKernel with its variance fixed at
+    1.0, so k(x, x) = the class's output scale.
     """
 
     def __init__(self, kind: str, n_classes: int, polynomial_power: int = 2):
@@ -42,6 +43,7 @@ class ClassKernels(nn.Module):
         self.kind = kind
         if kind == "cosine":
             base = gpytorch.kernels.LinearKernel()
+            base.variance = 1.0
             base.raw_variance.requires_grad_(False)  # the per-class ScaleKernel carries the scale
         elif kind == "rbf":
             base = gpytorch.kernels.RBFKernel()
@@ -49,13 +51,9 @@ class ClassKernels(nn.Module):
             base = gpytorch.kernels.PolynomialKernel(power=polynomial_power)
         self.kernel = gpytorch.kernels.ScaleKernel(base, batch_shape=torch.Size([n_classes]))
 
-    def prepare(self, support_features: torch.Tensor, *others: torch.Tensor) -> list[torch.Tensor]:
-        """Centre (cosine only) with the support mean, then L2-normalise every feature set."""
-        sets = [support_features, *others]
-        if self.kind == "cosine":
-            centre = support_features.mean(0, keepdim=True) if support_features.shape[0] > 1 else 0.0
-            sets = [s - centre for s in sets]
-        return [F.normalize(s, dim=-1) for s in sets]
+    def prepare(self, *features: torch.Tensor) -> list[torch.Tensor]:
+        """L2-normalise each feature set (support, query, ...) on its own: nothing is shared between sets."""
+        return [F.normalize(f, dim=-1) for f in features]
 
     def forward(self, x1: torch.Tensor, x2: torch.Tensor | None = None, diag: bool = False):
         if diag:
@@ -211,7 +209,7 @@ def md_elbo(post: Posterior, onehot, n_samples, generator=None) -> torch.Tensor:
 # --------------------------------------------------------------- Euclidean GD baseline (same q)
 # q_c = N(L_K m~, L_K S~ L_K^T), S~ = L~ L~^T: the whitened parametrisation (GPflow's SVGP default). It spans
 # the same Gaussian family as MD; plain (m, L_q) coordinates put K^-1 into the gradient and diverge at any
-# usable step size because cosine kernels on centred features are rank-deficient.
+# usable step size because linear (cosine) kernels of d features on N > d points are rank-deficient.
 def whitened_moments(kernel_chol, white_mean, white_tril):
     mean = (kernel_chol @ white_mean.unsqueeze(-1)).squeeze(-1)
     var = ((kernel_chol @ white_tril) ** 2).sum(-1)
