@@ -81,25 +81,25 @@ def test_grid_search_finds_the_brute_force_minimum():
 def test_two_temperatures_recover_a_known_calibration_one_cannot():
     """Hand-made MC logits whose calibrated predictive is known: labels are drawn from p ∝ p̄^{1/0.2}
     (T_lik = 1, T_ece = 0.2, both on the grid), i.e. the averaged softmax is strongly under-confident.
-    The grid search's recalibrated probabilities must match the true ones (pairs giving the same
-    predictive are equivalent, so the probabilities, not the pair, are compared), and its validation ECE must
-    not exceed the true probabilities' own ECE on these labels (sampling noise, ~0.015 for 3,000 labels).
-    Tempering only the samples (T_ece = 1, the former `*_ts`) cannot get there: the MC average of
-    softmax(f / T) tends to the vote fractions as T -> 0."""
+    ECE sees only bin averages of the top-class confidence, so several pairs calibrate equally well (the pair
+    and the per-point probabilities are not identified); the check is the calibrated answer itself: on a
+    second, independent draw of labels from the truth the recalibrated predictive is calibrated (ECE at the
+    level of the sampling noise of 3,000 labels, ~0.015), as the true probabilities are. Tempering only the samples (T_ece = 1, the
+    former `*_ts`) cannot get there: the MC average of softmax(f / T) tends to the vote fractions as T -> 0."""
     samples = mc_logits(3000, 20, seed=3, spread=2.5, dtype=torch.float32)  # float32, as the models' logits
     truth = sharpen(tempered_mean_probs(samples.double(), 1.0), 0.2)
-    labels = draw_labels(truth, seed=4)
+    labels, fresh = draw_labels(truth, seed=4), draw_labels(truth, seed=5)
     found = fit_authors([samples], [labels])["ece"]
     recalibrated = sharpen(tempered_mean_probs(samples.double(), found.t_lik), found.t_ece)
-    assert float((recalibrated - truth).abs().mean()) < 0.02
-    noise = classification_ece(truth.numpy(), labels.numpy())
-    assert found.val_error <= noise + 1e-6  # float32 confidences in the search
-    raw = classification_ece(tempered_mean_probs(samples.double(), 1.0).numpy(), labels.numpy())
+    assert found.val_error <= classification_ece(truth.numpy(), labels.numpy()) + 1e-6  # it is the minimum
+    held_out = classification_ece(recalibrated.numpy(), fresh.numpy())
+    assert held_out < 0.035 and classification_ece(truth.numpy(), fresh.numpy()) < 0.035
+    raw = classification_ece(tempered_mean_probs(samples.double(), 1.0).numpy(), fresh.numpy())
     only_samples = min(
-        calibration_errors(pbar.max(1).values, pbar.argmax(1) == labels)[0].item()
+        calibration_errors(pbar.max(1).values, pbar.argmax(1) == fresh)[0].item()
         for pbar in (tempered_mean_probs(samples.double(), float(t)) for t in AUTHORS_GRID)
     )
-    assert raw > 0.15 and only_samples > 3 * max(found.val_error, 0.01)
+    assert raw > 0.15 and only_samples > 3 * held_out
 
 
 def test_nll_temperature_recovers_a_known_temperature():

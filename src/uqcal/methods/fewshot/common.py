@@ -286,8 +286,12 @@ class EpisodicMethod(Method):
         labels = [y for _, y in test]
         recalibrated = None
         if self.params["recalibrate"]:
+            started = time.perf_counter()
             val = self.collect_logits(model, data, split["val_episodes"], ctx.torch_generator(offset=4))
+            fit_started = time.perf_counter()
             recal = Recalibration.fit([s for s, _ in val], [y for _, y in val])
+            stats["recalibration_fit_seconds"] = time.perf_counter() - fit_started
+            stats["val_prediction_seconds"] = fit_started - started
             recalibrated = [recal.probabilities(samples) for samples, _ in test]
             stats.update(recal.stats())
             stats["n_val_episodes_recalibration"] = len(val)
