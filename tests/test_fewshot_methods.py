@@ -133,3 +133,15 @@ def test_per_run_parameters_take_this_runs_value():
     assert per_run_params(params, "glyphs2digits", "5w5s") == {"kernel": "rbf", "train_episodes": 40, "width": 8}
     with pytest.raises(ValueError, match="kernel"):
         per_run_params(params, "omniglot", "5w5s")
+
+
+def test_extended_config_repeats_the_default_fewshot_runs_exactly():
+    """config/fewshot-extended.yaml adds runs; every default fewshot run is the same job there (reused)."""
+    from uqcal.config import iter_runs, load_config, run_job
+
+    default, extended = load_config("config/config.yaml"), load_config("config/fewshot-extended.yaml")
+    runs = list(iter_runs(default, ["fewshot"]))
+    extended_runs = set(iter_runs(extended, ["fewshot"]))
+    assert runs and set(runs) < extended_runs
+    for run in runs:
+        assert run_job(default, run) == run_job(extended, run), run

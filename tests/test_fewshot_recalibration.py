@@ -84,8 +84,9 @@ def test_two_temperatures_recover_a_known_calibration_one_cannot():
     ECE sees only bin averages of the top-class confidence, so several pairs calibrate equally well (the pair
     and the per-point probabilities are not identified); the check is the calibrated answer itself: on a
     second, independent draw of labels from the truth the recalibrated predictive is calibrated (ECE at the
-    level of the sampling noise of 3,000 labels, ~0.015), as the true probabilities are. Tempering only the samples (T_ece = 1, the
-    former `*_ts`) cannot get there: the MC average of softmax(f / T) tends to the vote fractions as T -> 0."""
+    level of the sampling noise of 3,000 labels, ~0.015), as the true probabilities are. Tempering only the
+    samples (T_ece = 1, the former `*_ts`) cannot get there: the MC average of softmax(f / T) tends to the vote
+    fractions as T -> 0."""
     samples = mc_logits(3000, 20, seed=3, spread=2.5, dtype=torch.float32)  # float32, as the models' logits
     truth = sharpen(tempered_mean_probs(samples.double(), 1.0), 0.2)
     labels, fresh = draw_labels(truth, seed=4), draw_labels(truth, seed=5)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 BACKBONES = ("auto", "conv4s", "conv4")
@@ -26,12 +27,14 @@ class Conv4(nn.Module):
     def __init__(self, in_channels: int = 1, width: int = 64):
         super().__init__()
         blocks = [conv_block(in_channels, width)] + [conv_block(width, width) for _ in range(3)]
-        self.body = nn.Sequential(*blocks)
+        # channels-last memory format: the same computation, ~1.7x faster forward + backward on the CPU
+        # (oneDNN convolutions and aten's vectorised max-pool; benchmarks/fewshot_speed.py)
+        self.body = nn.Sequential(*blocks).to(memory_format=torch.channels_last)
 
     def forward(self, images):
         if images.dim() == 3:  # (n, H, W) grayscale
             images = images.unsqueeze(1)
-        return self.body(images).flatten(1)
+        return self.body(images.contiguous(memory_format=torch.channels_last)).flatten(1)
 
 
 def build_backbone(name: str, image_size: int, width: int = 64, in_channels: int = 1) -> nn.Module:

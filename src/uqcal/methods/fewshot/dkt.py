@@ -63,6 +63,7 @@ class DKT(EpisodicMethod):
     defaults = {
         **EpisodicMethod.defaults,
         "kernel": "cosine",
+        "centre_features": True,  # cosine: centre by the conditioning points' mean (App. E.4); False = authors' code
         "polynomial_power": 2,
         "lr_kernel": 1e-4,
         "noise_init": 0.5,
@@ -71,7 +72,9 @@ class DKT(EpisodicMethod):
 
     def build_model(self, n_way: int, image_size: int) -> nn.Module:
         backbone = build_backbone(self.params["backbone"], image_size, int(self.params["width"]))
-        kernels = ClassKernels(self.params["kernel"], n_way, int(self.params["polynomial_power"]))
+        kernels = ClassKernels(
+            self.params["kernel"], n_way, int(self.params["polynomial_power"]), bool(self.params["centre_features"])
+        )
         return DeepKernelRegression(backbone, kernels, float(self.params["noise_init"]))
 
     def param_groups(self, model) -> list[dict]:

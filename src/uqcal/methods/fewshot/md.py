@@ -41,6 +41,7 @@ class MirrorDescentGP(EpisodicMethod):
         **EpisodicMethod.defaults,
         "inference": "md",  # md | gd
         "kernel": "cosine",  # cosine | rbf | polynomial
+        "centre_features": True,  # cosine: centre by the conditioning points' mean (App. E.4); False = authors' code
         "polynomial_power": 2,
         "lr_kernel": 1e-4,
         "sampling": "marginal",  # marginal (per-point class marginals) | full_covariance (authors' code)
@@ -66,7 +67,9 @@ class MirrorDescentGP(EpisodicMethod):
 
     def build_model(self, n_way: int, image_size: int) -> nn.Module:
         backbone = build_backbone(self.params["backbone"], image_size, int(self.params["width"]))
-        kernels = ClassKernels(self.params["kernel"], n_way, int(self.params["polynomial_power"]))
+        kernels = ClassKernels(
+            self.params["kernel"], n_way, int(self.params["polynomial_power"]), bool(self.params["centre_features"])
+        )
         return DeepKernelGP(backbone, kernels)
 
     def param_groups(self, model: DeepKernelGP) -> list[dict]:
