@@ -25,7 +25,6 @@ from torch.nn import functional as F
 
 from uqcal.gp.linalg import JitterCounter
 from uqcal.methods.fewshot.gp_core import (
-    CommonNoise,
     dense_elbo,
     md_elbo,
     run_gradient_descent,
@@ -46,16 +45,19 @@ def episode_kernel(X, y, rng, scale: float, n_way: int = 5, k_shot: int = 5):
 
 def curves(kernel, onehot, rho, steps, n_mc, seed):
     counter = JitterCounter()
-    crn = CommonNoise(seed)
     md, gd = [], []
+
+    def crn():  # common random numbers: every ELBO evaluation draws the same normals
+        return torch.Generator().manual_seed(seed)
+
     with torch.no_grad():
         expectations = softmax_expectations_fn(onehot, "marginal", n_mc, counter, torch.Generator().manual_seed(seed + 1))
         run_mirror_descent(kernel, expectations, steps, rho, counter,
-                           callback=lambda _s, post: md.append(float(md_elbo(post, onehot, n_mc, crn))))
+                           callback=lambda _s, post: md.append(float(md_elbo(post, onehot, n_mc, crn()))))
 
     def record_gd(_step, chol, mean, tril):
         with torch.no_grad():
-            gd.append(float(dense_elbo(chol, mean, tril, onehot, n_mc, crn)))
+            gd.append(float(dense_elbo(chol, mean, tril, onehot, n_mc, crn())))
 
     run_gradient_descent(kernel, onehot, steps, rho, n_mc, counter, torch.Generator().manual_seed(seed + 2),
                          callback=record_gd)

@@ -26,7 +26,6 @@ from uqcal.methods.fewshot.gp_core import (
     softmax_expectations,
     softmax_expectations_fn,
 )
-from uqcal.methods.fewshot.temperature import fit_temperature
 
 torch.set_num_threads(1)
 
@@ -164,16 +163,34 @@ def test_dkt_marginal_likelihood_matches_gpytorch():
     torch.testing.assert_close(ours, reference, atol=1e-8, rtol=1e-8)
 
 
-def test_temperature_scaling_recovers_a_known_temperature():
+@pytest.mark.parametrize("centre", [False, True])
+def test_cosine_kernel_is_a_fixed_variance_linear_kernel_on_normalised_features(centre):
+    """k_c(x, x') = outputscale_c * <u, u'> with u = (x - centre) / |x - centre| (the authors' ``Kernel``:
+    LinearKernel variance fixed at 1.0; centre = the conditioning (support) points' mean with ``centre``,
+    0 without, the authors' code): k(u, u) = outputscale; a hand-computed reference; the variance is not a
+    trained parameter; query features never change the support's (they are centred with the support mean)."""
+    kernels = ClassKernels("cosine", 3, centre=centre).double()
+    with torch.no_grad():
+        kernels.kernel.outputscale = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
     gen = torch.Generator().manual_seed(0)
-    episodes = []
-    for _ in range(40):
-        logits = 3.0 * torch.randn(50, 5, generator=gen)
-        labels = torch.multinomial(torch.softmax(logits / 2.5, -1), 1, generator=gen).squeeze(-1)
-        episodes.append((logits.unsqueeze(0), labels))
-    temperature, before, after = fit_temperature(episodes, 0.05, 20.0)
-    assert abs(temperature - 2.5) < 0.3
-    assert after < before
+    support, query = torch.randn(6, 4, generator=gen).double() + 3.0, torch.randn(2, 4, generator=gen).double()
+    xs, xq = kernels.prepare(support, query)
+    shift = support.mean(0, keepdim=True) if centre else torch.zeros(1, 4, dtype=torch.float64)
+    unit_s = (support - shift) / (support - shift).norm(dim=1, keepdim=True)
+    unit_q = (query - shift) / (query - shift).norm(dim=1, keepdim=True)
+    torch.testing.assert_close(xs, unit_s)
+    torch.testing.assert_close(kernels.prepare(support)[0], unit_s)  # a query set never changes the support's
+    with torch.no_grad():
+        cross = kernels(xs, xq)
+        diag = kernels(xq, diag=True)
+    for c, scale in enumerate([0.5, 1.0, 2.0]):
+        torch.testing.assert_close(cross[c], scale * unit_s @ unit_q.T)
+        torch.testing.assert_close(diag[c], torch.full((2,), scale, dtype=torch.float64))
+    trainable = {name for name, p in kernels.named_parameters() if p.requires_grad}
+    assert not any("variance" in name for name in trainable) and any("outputscale" in name for name in trainable)
+    # RBF features are only normalised
+    rbf_features = ClassKernels("rbf", 3, centre=True).prepare(support)[0]
+    assert torch.allclose(rbf_features, support / support.norm(dim=1, keepdim=True))
 
 
 def test_split_with_overlapping_classes_or_stray_episode_is_rejected():

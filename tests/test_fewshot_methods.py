@@ -15,6 +15,7 @@ from uqcal.methods.fewshot import METHODS
 torch.set_num_threads(1)
 TINY = {
     "train_episodes": 3,
+    "val_every": 2,
     "width": 8,
     "n_pred_samples": 50,
     "steps_test": 5,
@@ -80,15 +81,67 @@ def test_method_runs_and_predicts_distributions(name, data, tmp_path, monkeypatc
         assert curves["md"][0][0] == pytest.approx(curves["gd"][0][0], rel=1e-4)  # same initial q (prior)
 
 
-def test_temperature_variant_reuses_the_base_model(data, tmp_path):
+def test_every_method_recalibrates_on_validation_episodes(data, tmp_path):
+    """The run keeps the raw predictive (p*) and adds the recalibrated ones (ts_p*, tsm_p*, nllts_p*): valid
+    distributions, a temperature never changes a deterministic method's argmax, and the metrics include
+    ece_ts / mce_ts / ece_nllts with the fitted log temperatures in train_stats.json."""
     table, split = data
     dirs: dict = {}
-    run("protonet", table, split, tmp_path, dirs)
-    run_dir = run("protonet_ts", table, split, tmp_path, dirs)
-    base = pd.read_parquet(dirs["protonet"] / "predictions.parquet")
-    tempered = pd.read_parquet(run_dir / "predictions.parquet")
-    cols = [f"p{c}" for c in range(5)]
-    # same model, same argmax: a temperature never changes a deterministic method's decision
-    np.testing.assert_array_equal(base[cols].to_numpy().argmax(1), tempered[cols].to_numpy().argmax(1))
+    run_dir = run("protonet", table, split, tmp_path, dirs)
+    pred = pd.read_parquet(run_dir / "predictions.parquet")
+    raw = pred[[f"p{c}" for c in range(5)]].to_numpy()
+    for prefix in ("ts", "tsm", "nllts"):
+        probs = pred[[f"{prefix}_p{c}" for c in range(5)]].to_numpy()
+        np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-9)
+        np.testing.assert_array_equal(probs.argmax(1), raw.argmax(1))
     stats = read_json(run_dir / "train_stats.json")
-    assert stats["val_nll_tempered"] <= stats["val_nll_untempered"] + 1e-9
+    assert stats["n_val_episodes_recalibration"] == len(split["val_episodes"])
+    assert stats["nllts_log_t"] == pytest.approx(np.log(stats["nllts_t"]))
+    assert 0.05 <= stats["ts_ece_t_lik"] <= 1.995 and 0.05 <= stats["ts_ece_t_ece"] <= 1.995
+    cls = METHODS["protonet"].load_class()
+    method = cls({k: v for k, v in TINY.items() if k in cls.defaults})
+    metrics = method.evaluate(FakeContext(table, split, method.params, run_dir, method="protonet"))
+    for key in ("ece", "mce", "ece_ts", "mce_ts", "ece_nllts", "mce_nllts", "acc_ts"):
+        assert 0.0 <= metrics[key] <= 1.0, key
+    assert metrics["acc_ts"] == pytest.approx(metrics["acc"])  # deterministic: same argmax
+
+
+def test_best_validation_checkpoint_is_the_model_after_that_many_episodes(data, tmp_path):
+    """Validation every episode keeps the best one; the reference is the same training stopped after the
+    kept number of episodes without validation (the same code path and seed, so exactly equal)."""
+    table, split = data
+    cls = METHODS["protonet"].load_class()
+    params = {"train_episodes": 5, "width": 8, "val_every": 1, "n_val_check": 2, "recalibrate": False}
+    first = cls(params)
+    first.train(FakeContext(table, split, first.params, tmp_path / "a", method="protonet", n_query_train=4))
+    stats = read_json(tmp_path / "a" / "train_stats.json")
+    assert len(stats["val_acc_curve"]) == 5 and stats["best_val_episode"] in range(1, 6)
+    accs = [acc for _, acc in stats["val_acc_curve"]]
+    assert stats["best_val_acc"] == max(accs) and accs.index(max(accs)) + 1 == stats["best_val_episode"]
+    again = cls({**params, "train_episodes": stats["best_val_episode"], "val_every": 0})
+    again.train(FakeContext(table, split, again.params, tmp_path / "b", method="protonet", n_query_train=4))
+    kept, reference = (torch.load(tmp_path / d / "model.pt", weights_only=False)["state_dict"] for d in "ab")
+    for name, tensor in reference.items():
+        assert torch.equal(kept[name], tensor), name
+
+
+def test_per_run_parameters_take_this_runs_value():
+    from uqcal.methods.fewshot.common import per_run_params
+
+    params = {"kernel": {"glyphs": "cosine", "glyphs2digits": "rbf"}, "train_episodes": {"5w1s": 60, "5w5s": 40},
+              "width": 8}
+    assert per_run_params(params, "glyphs2digits", "5w5s") == {"kernel": "rbf", "train_episodes": 40, "width": 8}
+    with pytest.raises(ValueError, match="kernel"):
+        per_run_params(params, "omniglot", "5w5s")
+
+
+def test_extended_config_repeats_the_default_fewshot_runs_exactly():
+    """config/fewshot-extended.yaml adds runs; every default fewshot run is the same job there (reused)."""
+    from uqcal.config import iter_runs, load_config, run_job
+
+    default, extended = load_config("config/config.yaml"), load_config("config/fewshot-extended.yaml")
+    runs = list(iter_runs(default, ["fewshot"]))
+    extended_runs = set(iter_runs(extended, ["fewshot"]))
+    assert runs and set(runs) < extended_runs
+    for run in runs:
+        assert run_job(default, run) == run_job(extended, run), run

@@ -195,7 +195,8 @@ def test_reference_files_have_all_five_papers_with_table_numbers():
     assert load_reference(REFERENCE_DIR, "rio").value("table1", "CCS", "holdout", "rio", "nlpd")["mean"] == 3.241
     qr = load_reference(REFERENCE_DIR, "qr")
     assert qr.value("table2", "Boston Housing", "cv5", "de_qr", "ce")["mean"] == 25.25
-    assert load_reference(REFERENCE_DIR, "fewshot").value("table2", "Omniglot->EMNIST", "5w5s", "md", "mce")["mean"] == 0.025
+    fewshot = load_reference(REFERENCE_DIR, "fewshot")
+    assert fewshot.value("table2", "Omniglot->EMNIST", "5w5s", "md", "mce_ts")["mean"] == 0.025
     assert (
         load_reference(REFERENCE_DIR, "metareg").value("table6", "AHM", "ns20", "metacal", "train_seconds")["mean"]
         == 588.745

@@ -127,7 +127,7 @@ def fewshot_table(domain=False) -> Table:
         for c in range(8):
             for i in range(25):
                 rows.append({"label": f"s{script}:c{c}", "script": f"s{script}", "px0": i,
-                             "domain": "test" if domain and script == 5 else "train"})
+                             "domain": "test" if domain and script >= 4 else "train"})
     frame = pd.DataFrame(rows)
     if not domain:
         frame = frame.drop(columns="domain")
@@ -153,10 +153,17 @@ def test_fewshot_split_is_script_disjoint_and_episodes_stay_in_their_classes():
 
 
 def test_cross_domain_split_tests_only_on_the_target_domain():
-    table = fewshot_table(domain=True)
-    split = fewshot_split(table, {"n_way": 5, "k_shot": 1, "n_val_episodes": 2, "n_test_episodes": 3}, 0)
-    assert all(c.startswith("s5:") for c in split["classes"]["test"])
-    assert not any(c.startswith("s5:") for c in split["classes"]["train"] + split["classes"]["val"])
+    table = fewshot_table(domain=True)  # scripts s4, s5 are the target domain
+    params = {"n_way": 5, "k_shot": 1, "n_val_episodes": 2, "n_test_episodes": 3}
+    split = fewshot_split(table, params, 0)  # val_domain: target (the authors' protocol)
+    cls = split["classes"]
+    target = {c for c in table.frame["label"] if c[:2] in ("s4", "s5")}
+    assert set(cls["test"]) | set(cls["val"]) == target and not set(cls["test"]) & set(cls["val"])
+    assert len(cls["val"]) == len(cls["test"]) == 8  # class_fractions 0.2 : 0.2 of the 16 target classes
+    assert set(cls["train"]) == set(table.frame["label"]) - target  # every source class trains
+    source = fewshot_split(table, {**params, "val_domain": "source"}, 0)["classes"]
+    assert set(source["test"]) == target
+    assert not (set(source["train"]) | set(source["val"])) & target
 
 
 def test_fewshot_episode_labels_are_class_major():

@@ -222,11 +222,23 @@ def fewshot_split(table: Table, params: dict, seed: int) -> dict:
         return _partition(classes, fr, rng)
 
     if domain is not None and set(class_domain.values()) >= {"train", "test"}:
-        # Cross-domain: train/val classes from the source domain, test classes = the target domain.
+        # Cross-domain (MD-BFSC's Omniglot->EMNIST, mini-ImageNet->CUB): train classes from the source domain,
+        # test classes from the target domain. val_domain "target" (the authors' protocol): every source
+        # class trains and the target classes split val : test as class_fractions[1] : [2]; "source": val
+        # classes are held out of the source domain and the whole target domain is the test side.
         source = np.array([c for c in usable if class_domain[c] == "train"], dtype=object)
-        fr = np.array([fractions[0], fractions[1], 0.0]) / (fractions[0] + fractions[1])
-        train, val, _ = split_by_group(source, fr)
-        test = np.array([c for c in usable if class_domain[c] == "test"], dtype=object)
+        target = np.array([c for c in usable if class_domain[c] == "test"], dtype=object)
+        val_domain = params.get("val_domain", "target")
+        if val_domain == "target":
+            train = source
+            fr = np.array([0.0, fractions[1], fractions[2]]) / (fractions[1] + fractions[2])
+            _, val, test = split_by_group(target, fr)
+        elif val_domain == "source":
+            fr = np.array([fractions[0], fractions[1], 0.0]) / (fractions[0] + fractions[1])
+            train, val, _ = split_by_group(source, fr)
+            test = target
+        else:
+            raise ValueError(f"split.val_domain must be 'target' or 'source', got {val_domain!r}")
     else:
         train, val, test = split_by_group(usable, fractions)
     if min(len(train), len(val), len(test)) < n_way:

@@ -566,9 +566,17 @@ def check_fold_blocked_compare(claim: dict, ctx: ClaimContext) -> ClaimResult:
     return _finish(claim, evidence, len(wide), f"no row has both {a} and {b} for {metric} with repeated folds")
 
 
+def check_episode_paired(claim: dict, ctx: ClaimContext) -> ClaimResult:
+    """Paired tests over test episodes (fewshot); see uqcal.report.episode_claims."""
+    from uqcal.report.episode_claims import check_episode_paired as check
+
+    return check(claim, ctx)
+
+
 KINDS = {
     "best_among": check_best_among,
     "stats_curve_greater": check_stats_curve_greater,
+    "episode_paired": check_episode_paired,
     "less_than": check_less_than,
     "greater_than": check_greater_than,
     "best": check_best,

@@ -149,6 +149,7 @@ def build_table(
     targets = {m: float(t) for m, t in (spec.get("target") or {}).items() if m in metrics}
     paper_units = {m: float(f) for m, f in (spec.get("paper_units") or {}).items()}
     lower.update({m: True for m in targets})
+    ours_all = summary
     ours = summary[summary["metric"].isin(metrics)]
     if spec.get("settings"):
         ours = ours[ours["setting"].isin([str(s) for s in spec["settings"]])]
@@ -234,7 +235,7 @@ def build_table(
     return BuiltTable(
         id=spec["id"],
         title=spec.get("title", spec["id"]),
-        caption=spec.get("caption", paper_table["caption"] if paper_table else ""),
+        caption=fill_caption(spec.get("caption", paper_table["caption"] if paper_table else ""), ours_all, rows),
         metrics=metrics,
         methods=methods,
         rows=rows,
@@ -252,6 +253,23 @@ def build_table(
 
 def _failure_text(cell: Cell) -> str:
     return f" {FAILURE_MARK} {cell.failed_runs}/{cell.checked_runs}" if cell.failed_runs else ""
+
+
+def fill_caption(caption: str, summary: pd.DataFrame, rows: list[Row]) -> str:
+    """Replace ``{value:<metric>}`` by that metric's mean over the table's rows (a range if they differ),
+    so a caption can state e.g. the real number of test episodes per run instead of the paper's."""
+    import re
+
+    def value(match: re.Match) -> str:
+        keys = {(r.dataset, r.setting) for r in rows}
+        sel = summary[(summary["metric"] == match.group(1))]
+        sel = sel[[(d, str(s)) in keys for d, s in zip(sel["dataset"], sel["setting"], strict=False)]]
+        if sel.empty:
+            return "?"
+        lo, hi = float(sel["mean"].min()), float(sel["mean"].max())
+        return f"{lo:g}" if lo == hi else f"{lo:g}–{hi:g}"
+
+    return re.sub(r"\{value:([A-Za-z0-9_]+)\}", value, caption)
 
 
 def _cell_text(cell: Cell) -> str:

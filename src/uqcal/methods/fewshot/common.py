@@ -2,14 +2,13 @@
 
 A method subclasses ``EpisodicMethod`` and implements ``build_model``, ``episode_loss`` and
 ``logit_samples`` (S samples of query logits; S = 1 for deterministic methods). Everything else
-(episode sampling, outer Adam with non-finite-gradient skipping, test predictions, the jitter counter,
-temperature scaling in ``*_ts`` variants) is here so every method sees exactly the same episodes.
+(episode sampling, outer Adam with non-finite-gradient skipping, test predictions, the jitter counter)
+is here so every method sees exactly the same episodes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import copy
 import math
 import time
 from dataclasses import dataclass
@@ -21,9 +20,9 @@ from torch import nn
 
 from uqcal.api import Method, RunContext
 from uqcal.gp.linalg import JitterCounter
-from uqcal.optim import make_adam
 
 from .gp_core import mc_softmax
+from .recalibration import Recalibration
 
 
 @dataclass
@@ -102,33 +101,53 @@ def check_class_disjoint(split: dict) -> None:
                 raise ValueError(f"{name}[{i}] uses classes {sorted(stray)} outside the {side} classes")
 
 
-def episodes_digest(episodes: list[dict]) -> str:
-    """Fingerprint of a list of episode specs (classes, support and query rows)."""
-    text = json.dumps(episodes, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+RECALIBRATED = ("ts", "tsm", "nllts")  # column prefixes: authors' pair by val ECE / by val MCE; one T by NLL
 
 
-def predictions_frame(probs_per_episode: list[torch.Tensor], labels_per_episode: list[torch.Tensor]):
+def predictions_frame(probs_per_episode, labels_per_episode, recalibrated=None) -> pd.DataFrame:
+    """episode, label, p0..p{C-1} (the model's predictive), and per recalibration `<prefix>_p0..`."""
     rows = []
     for episode, (probs, labels) in enumerate(zip(probs_per_episode, labels_per_episode, strict=True)):
-        p = probs.detach().cpu().numpy().astype(np.float64)
+        p = np.asarray(probs.detach().cpu().numpy() if torch.is_tensor(probs) else probs, dtype=np.float64)
         frame = pd.DataFrame({"episode": episode, "label": labels.cpu().numpy().astype(np.int64)})
         for c in range(p.shape[1]):
             frame[f"p{c}"] = p[:, c]
+        for prefix, q in (recalibrated[episode] if recalibrated else {}).items():
+            for c in range(q.shape[1]):
+                frame[f"{prefix}_p{c}"] = q[:, c]
         rows.append(frame)
     return pd.concat(rows, ignore_index=True)
+
+
+def per_run_params(params: dict, dataset: str, setting: str) -> dict:
+    """A parameter given as a mapping {dataset or setting name: value} takes this run's value (e.g. the
+    paper's kernel per dataset, or its 40k / 60k training episodes per setting)."""
+    out = dict(params)
+    for key, value in params.items():
+        if isinstance(value, dict):
+            hits = [value[k] for k in (dataset, setting) if k in value]
+            if len(hits) != 1:
+                raise ValueError(
+                    f"parameter {key!r} = {value!r} must name exactly one of this run's dataset {dataset!r} "
+                    f"or setting {setting!r}"
+                )
+            out[key] = hits[0]
+    return out
 
 
 class EpisodicMethod(Method):
     """Meta-train on episodes sampled on the fly from the train classes; predict the fixed test episodes."""
 
     defaults = {
-        "train_episodes": 400,  # outer iterations (one episode each); the paper: 400-800 epochs x 100
+        "train_episodes": 400,  # outer iterations (one episode each); the paper: 400-600 epochs x 100
         "lr_backbone": 1e-3,
         "backbone": "auto",
         "width": 64,
         "n_pred_samples": 500,  # MC samples of f* in Eq. 6 (GP methods only)
         "loss_curve_every": 10,  # record the outer loss every this many episodes
+        "val_every": 100,  # validate every this many episodes and keep the best (0: keep the last model)
+        "n_val_check": 20,  # validation episodes (the split's first ones) for checkpoint selection
+        "recalibrate": True,  # fit the recalibrations on all validation episodes (recalibration.py)
     }
     stochastic_prediction = False
 
@@ -144,36 +163,14 @@ class EpisodicMethod(Method):
 
     def logit_samples(self, model, episode: Episode, generator: torch.Generator) -> torch.Tensor:
         """(S, M, C) samples of query logits; probabilities = mean_s softmax(logits_s / T)."""
-        if not self.reusable_test_outputs:
-            raise NotImplementedError  # pragma: no cover - abstract
-        return self.draw_logits(self.query_outputs(model, episode), generator)
-
-    # Methods whose prediction draws no random numbers before its final sampling step split
-    # ``logit_samples`` into deterministic ``query_outputs`` and ``draw_logits``. The base run then keeps
-    # its test episodes' outputs in model.pt, and its ``*_ts`` run redraws them with its own generator
-    # instead of running the model on the test episodes again (bit-identical; see temperature.py).
-    reusable_test_outputs = False
-
-    def query_outputs(self, model, episode: Episode) -> dict[str, torch.Tensor]:
-        raise NotImplementedError  # pragma: no cover - only with reusable_test_outputs
-
-    def draw_logits(self, outputs: dict[str, torch.Tensor], generator: torch.Generator) -> torch.Tensor:
-        raise NotImplementedError  # pragma: no cover - only with reusable_test_outputs
-
-    def logit_samples_batch(self, model, episodes: list[Episode], generator: torch.Generator) -> list[torch.Tensor]:
-        """``logit_samples`` of several episodes, in order, drawing from `generator` in the same order as one
-        by one; methods override it to batch the episodes (results must stay identical)."""
-        return [self.logit_samples(model, episode, generator) for episode in episodes]
-
-    def episode_batch_size(self, spec: dict) -> int:
-        """How many prediction episodes shaped like `spec` ``logit_samples_batch`` gets at once (1: one by one)."""
-        return 1
+        raise NotImplementedError  # pragma: no cover - abstract
 
     def extra_stats(self, model, data: EpisodeData, split: dict, ctx: RunContext) -> dict:
         return {}
 
     # ---- shared loop ---------------------------------------------------------------------------
     def setup(self, ctx: RunContext):
+        self.params = per_run_params(self.params, ctx.dataset, ctx.setting)
         torch.set_num_threads(int(ctx.config.get("torch_threads", 1) or 1))
         ctx.seed_everything()
         self.counter = JitterCounter()
@@ -185,7 +182,19 @@ class EpisodicMethod(Method):
         check_class_disjoint(split)
         return data, split
 
+    def validate(self, model, data: EpisodeData, episodes: list[dict], ctx: RunContext) -> tuple[float, float]:
+        """Mean episode accuracy and pooled ECE of the raw predictive on `episodes`; the same random
+        numbers at every check (a fresh generator), so checks differ only by the model."""
+        from uqcal.metrics.classification import classification_ece
+
+        probs, labels = self.predict_episodes(model, data, episodes, ctx.torch_generator(offset=5))
+        acc = float(np.mean([float((p.argmax(1) == y).double().mean()) for p, y in zip(probs, labels, strict=True)]))
+        ece = classification_ece(torch.cat(probs).double().numpy(), torch.cat(labels).numpy())
+        return acc, ece
+
     def meta_train(self, model, data: EpisodeData, split: dict, ctx: RunContext) -> dict:
+        """Adam on the method's episode loss; every `val_every` episodes the validation accuracy, and the
+        model with the best one is kept (the authors' best-validation checkpoint, train.py)."""
         from uqcal.splits import sample_fewshot_episode
 
         split_params = ctx.family_params.get("split", {}) or {}
@@ -195,8 +204,13 @@ class EpisodicMethod(Method):
         class_rows = data.class_rows(train_classes)
         rng = ctx.rng(offset=1)
         generator = ctx.torch_generator(offset=2)
-        optimiser = make_adam(self.param_groups(model))
-        losses, skipped, curve = [], 0, []
+        optimiser = torch.optim.Adam(self.param_groups(model))
+        losses, skipped, curve, val_acc, val_ece = [], 0, [], [], []
+        val_every = int(self.params["val_every"])
+        val_specs = split["val_episodes"][: int(self.params["n_val_check"])]
+        if val_every > 0 and not val_specs:
+            raise ValueError(f"{ctx.method}: val_every = {val_every} needs validation episodes in the split")
+        best = {"acc": -math.inf, "episode": 0, "state": None}
         started = time.perf_counter()
         n_episodes = int(self.params["train_episodes"])
         model.train()
@@ -205,79 +219,86 @@ class EpisodicMethod(Method):
             episode = data.episode(spec)
             optimiser.zero_grad(set_to_none=True)
             loss = self.episode_loss(model, episode, generator)
-            if not torch.isfinite(loss):
-                skipped += 1
-                continue
-            loss.backward()
-            grads = [p.grad for p in model.parameters() if p.grad is not None]
-            if any(not torch.all(torch.isfinite(g)) for g in grads):
-                skipped += 1  # never let a NaN/inf gradient reach the weights; counted in the metrics
-                continue
-            optimiser.step()
-            losses.append(float(loss.detach()))
+            finite = bool(torch.isfinite(loss))
+            if finite:
+                loss.backward()
+                finite = all(bool(torch.all(torch.isfinite(p.grad))) for p in model.parameters() if p.grad is not None)
+            if finite:
+                optimiser.step()
+                losses.append(float(loss.detach()))
+            else:
+                skipped += 1  # never let a NaN/inf loss or gradient reach the weights; counted
             if step % int(self.params["loss_curve_every"]) == 0 or step == n_episodes - 1:
                 window = losses[-int(self.params["loss_curve_every"]) :]
-                curve.append([step, float(np.mean(window))])
+                curve.append([step, float(np.mean(window)) if window else math.nan])
+            if val_every > 0 and ((step + 1) % val_every == 0 or step == n_episodes - 1):
+                acc, ece = self.validate(model, data, val_specs, ctx)
+                val_acc.append([step + 1, acc])
+                val_ece.append([step + 1, ece])
+                if acc > best["acc"]:
+                    best = {"acc": acc, "episode": step + 1, "state": copy.deepcopy(model.state_dict())}
+                model.train()
         seconds = time.perf_counter() - started
+        if best["state"] is not None:
+            model.load_state_dict(best["state"])
+        if skipped:
+            ctx.log.warning("%s seed %d: %d of %d meta-training steps had a non-finite loss or gradient and were "
+                            "skipped", ctx.method, ctx.seed, skipped, n_episodes)
         return {
             "train_seconds": seconds,
             "train_episodes_per_second": n_episodes / max(seconds, 1e-9),
             "nonfinite_steps_skipped": skipped,
+            "fit_failures": skipped,
             "final_train_loss": float(np.mean(losses[-20:])) if losses else math.nan,
             "outer_loss_curve": curve,
+            "val_acc_curve": val_acc,  # [episode, validation accuracy] at every check
+            "val_ece_curve": val_ece,  # [episode, validation ECE of the raw predictive]
+            "best_val_episode": best["episode"] if best["state"] is not None else n_episodes,
+            "best_val_acc": best["acc"] if best["state"] is not None else math.nan,
         }
 
-    def predict_episodes(
-        self, model, data: EpisodeData, episodes: list[dict], generator, temperature=1.0, outputs=None
-    ):
-        """Probabilities and labels per episode; `outputs`, a list, also collects each episode's
-        ``query_outputs`` (on the CPU) where the method has them."""
-        model.eval()
+    def predict_episodes(self, model, data: EpisodeData, episodes: list[dict], generator, temperature=1.0):
+        """Probabilities and labels per episode."""
         probs, labels = [], []
-        keep = outputs is not None and self.reusable_test_outputs
-        with torch.no_grad():
-            if keep:
-                for spec in episodes:
-                    episode = data.episode(spec)
-                    out = self.query_outputs(model, episode)
-                    outputs.append({k: v.detach().cpu() for k, v in out.items()})
-                    probs.append(mc_softmax(self.draw_logits(out, generator), temperature))
-                    labels.append(episode.query_y)
-                return probs, labels
-            for batch in self._episode_batches(data, episodes):
-                for episode, samples in zip(batch, self.logit_samples_batch(model, batch, generator), strict=True):
-                    probs.append(mc_softmax(samples, temperature))
-                    labels.append(episode.query_y)
+        for samples, query_y in self.collect_logits(model, data, episodes, generator):
+            probs.append(mc_softmax(samples, temperature))
+            labels.append(query_y)
         return probs, labels
 
     def collect_logits(self, model, data: EpisodeData, episodes: list[dict], generator):
+        """(logit samples (S, M, C), query labels) of each episode, one episode after another."""
         model.eval()
         out = []
         with torch.no_grad():
-            for batch in self._episode_batches(data, episodes):
-                for episode, samples in zip(batch, self.logit_samples_batch(model, batch, generator), strict=True):
-                    out.append((samples.cpu(), episode.query_y.cpu()))
+            for spec in episodes:
+                episode = data.episode(spec)
+                out.append((self.logit_samples(model, episode, generator).cpu(), episode.query_y.cpu()))
         return out
-
-    def _episode_batches(self, data: EpisodeData, episodes: list[dict]):
-        """Episodes in consecutive batches of ``episode_batch_size`` (sized by the first episode)."""
-        if not episodes:
-            return
-        size = max(1, int(self.episode_batch_size(episodes[0])))
-        for start in range(0, len(episodes), size):
-            yield [data.episode(spec) for spec in episodes[start : start + size]]
 
     def train(self, ctx: RunContext) -> None:
         data, split = self.setup(ctx)
         model = self.build_model(int(split["n_way"]), data.image_size).to(ctx.device)
         stats = self.meta_train(model, data, split, ctx)
         started = time.perf_counter()
-        escalations, outputs = self.counter.escalations, []
-        probs, labels = self.predict_episodes(
-            model, data, split["test_episodes"], ctx.torch_generator(offset=3), outputs=outputs
-        )
-        stats["test_seconds_per_episode"] = (time.perf_counter() - started) / max(1, len(probs))
+        test = self.collect_logits(model, data, split["test_episodes"], ctx.torch_generator(offset=3))
+        stats["test_seconds_per_episode"] = (time.perf_counter() - started) / max(1, len(test))
+        probs = [mc_softmax(samples) for samples, _ in test]
+        labels = [y for _, y in test]
+        recalibrated = None
+        if self.params["recalibrate"]:
+            started = time.perf_counter()
+            val = self.collect_logits(model, data, split["val_episodes"], ctx.torch_generator(offset=4))
+            fit_started = time.perf_counter()
+            recal = Recalibration.fit([s for s, _ in val], [y for _, y in val])
+            stats["recalibration_fit_seconds"] = time.perf_counter() - fit_started
+            stats["val_prediction_seconds"] = fit_started - started
+            recalibrated = [recal.probabilities(samples) for samples, _ in test]
+            stats.update(recal.stats())
+            stats["n_val_episodes_recalibration"] = len(val)
+            for warning in recal.warnings():
+                ctx.log.warning("%s seed %d: %s", ctx.method, ctx.seed, warning)
         stats.update(self.extra_stats(model, data, split, ctx))
+        stats["n_test_episodes"] = len(test)
         stats["jitter_escalations"] = self.counter.escalations
         stats["jitter_max"] = self.counter.max_jitter
         model_obj = {
@@ -287,16 +308,28 @@ class EpisodicMethod(Method):
             "image_size": data.image_size,
             "state_dict": model.state_dict(),
         }
-        if self.reusable_test_outputs:
-            model_obj["test_outputs"] = {
-                "episodes": episodes_digest(split["test_episodes"]),
-                "outputs": outputs,
-                "labels": [y.cpu() for y in labels],
-                "jitter_escalations": self.counter.escalations - escalations,
-            }
-        ctx.save_outputs(predictions_frame(probs, labels), model_obj, stats)
+        ctx.save_outputs(predictions_frame(probs, labels, recalibrated), model_obj, stats)
 
     def evaluate(self, ctx: RunContext) -> dict[str, float]:
+        """The family metrics of the raw predictive (acc, nll, ece, mce) and of each recalibration:
+        ece_ts (authors' pair chosen by validation ECE), mce_ts (their pair chosen by validation MCE),
+        acc_ts / nll_ts (at the ECE pair), and ece_nllts, mce_nllts, nll_nllts (one T by validation NLL)."""
+        from uqcal.metrics.classification import classification_metrics
+
         metrics = super().evaluate(ctx)
         metrics.setdefault("jitter_escalations", 0.0)  # deterministic methods have no Cholesky at all
+        pred = pd.read_parquet(ctx.run_dir / "predictions.parquet")
+        labels = pred["label"].to_numpy(int)
+        for prefix in RECALIBRATED:
+            cols = sorted((c for c in pred.columns if c.startswith(f"{prefix}_p")), key=lambda c: int(c.split("_p")[1]))
+            if not cols:
+                continue
+            m = classification_metrics(pred[cols].to_numpy(float), labels, n_bins=15)
+            if prefix == "tsm":
+                metrics["mce_ts"] = m["mce"]
+            else:
+                for key in (("ece", "nll", "mce") if prefix == "nllts" else ("ece", "nll")):
+                    metrics[f"{key}_{prefix}"] = m[key]
+                if prefix == "ts":
+                    metrics["acc_ts"] = m["accuracy"]
         return metrics

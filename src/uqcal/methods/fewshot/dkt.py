@@ -63,6 +63,7 @@ class DKT(EpisodicMethod):
     defaults = {
         **EpisodicMethod.defaults,
         "kernel": "cosine",
+        "centre_features": True,  # cosine: centre by the conditioning points' mean (App. E.4); False = authors' code
         "polynomial_power": 2,
         "lr_kernel": 1e-4,
         "noise_init": 0.5,
@@ -71,7 +72,9 @@ class DKT(EpisodicMethod):
 
     def build_model(self, n_way: int, image_size: int) -> nn.Module:
         backbone = build_backbone(self.params["backbone"], image_size, int(self.params["width"]))
-        kernels = ClassKernels(self.params["kernel"], n_way, int(self.params["polynomial_power"]))
+        kernels = ClassKernels(
+            self.params["kernel"], n_way, int(self.params["polynomial_power"]), bool(self.params["centre_features"])
+        )
         return DeepKernelRegression(backbone, kernels, float(self.params["noise_init"]))
 
     def param_groups(self, model) -> list[dict]:
@@ -89,9 +92,7 @@ class DKT(EpisodicMethod):
         targets = signed_onehot(labels, episode.n_way).to(kernel.dtype)
         return -exact_mll(kernel, model.noise, targets, self.counter) / labels.numel()
 
-    reusable_test_outputs = True
-
-    def query_outputs(self, model, episode: Episode) -> dict[str, torch.Tensor]:
+    def logit_samples(self, model, episode: Episode, generator) -> torch.Tensor:
         support, query = model.kernels.prepare(
             model.backbone(episode.support_x), model.backbone(episode.query_x)
         )
@@ -105,9 +106,4 @@ class DKT(EpisodicMethod):
             model.kernels(query, diag=True),
             self.counter,
         )
-        return {"mu": mu, "var": var}
-
-    def draw_logits(self, outputs, generator) -> torch.Tensor:
-        return predictive_logit_samples(
-            outputs["mu"], outputs["var"], int(self.params["n_pred_samples"]), generator
-        )
+        return predictive_logit_samples(mu, var, int(self.params["n_pred_samples"]), generator)

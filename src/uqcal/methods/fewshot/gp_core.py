@@ -1,10 +1,7 @@
 """Multi-class GP classification core of MD-BFSC (Ke, Cao & Zhou): kernels, mirror descent, GD, ELBO.
 
 Shapes: C classes (one independent GP each), N support points, M query points, S Monte-Carlo samples.
-The variational posterior of class c is q(f^c) = N(m^c, Sigma^c) over the N support points. Inference and
-prediction also run on a batch of E same-sized episodes at once (a leading E dimension; samples (E, S, C, N)),
-with their random numbers drawn beforehand in the one-by-one order (``EpisodeNoise``), so that every episode
-gets bit-for-bit what it gets alone (tests/test_fewshot_exact.py).
+The variational posterior of class c is q(f^c) = N(m^c, Sigma^c) over the N support points.
 
 Mirror descent (Eq. 4) keeps, per class and point, the natural parameters of a Gaussian site
     theta1 = pseudo_target / pseudo_noise,   lam = -2 * theta2 = 1 / pseudo_noise,
@@ -30,81 +27,29 @@ KERNELS = ("cosine", "rbf", "polynomial")
 SAMPLING = ("marginal", "full_covariance")
 
 
-# ------------------------------------------------------------------------------- episode batches
-def episode_cholesky(matrix: torch.Tensor, counter: JitterCounter | None) -> torch.Tensor:
-    """psd_safe_cholesky of (C, N, N), or of each episode of (E, C, N, N) on its own.
-
-    psd_safe_cholesky adds jitter to a whole batch when one matrix fails; an episode must not get jitter
-    because another episode of its batch needed some, so a failing batch falls back to one call per episode
-    (same factors, same escalation count as one-by-one prediction).
-    """
-    if matrix.dim() <= 3:
-        return psd_safe_cholesky(matrix, counter=counter)
-    factor, info = torch.linalg.cholesky_ex(matrix)
-    if not torch.any(info):
-        return factor
-    return torch.stack([psd_safe_cholesky(m, counter=counter) for m in matrix])
-
-
-class EpisodeNoise:
-    """The standard-normal draws a batch of episodes would take from a generator one episode after another.
-
-    ``schedule`` lists the shapes one episode draws, in order (``marginal_samples`` calls); ``take`` hands out
-    the next one for all E episodes as (E, *shape).
-    """
-
-    def __init__(self, generator, schedule: list[tuple[int, ...]], n_episodes: int, dtype: torch.dtype):
-        draws = [
-            [torch.randn(shape, generator=generator, dtype=dtype, device="cpu") for shape in schedule]
-            for _ in range(n_episodes)
-        ]
-        self._queue = [torch.stack(per_call) for per_call in zip(*draws, strict=True)] if draws else []
-        self._queue.reverse()
-
-    def take(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        if not self._queue:
-            raise RuntimeError("EpisodeNoise: more draws than scheduled")
-        eps = self._queue.pop()
-        if tuple(eps.shape[1:]) != tuple(shape) or eps.dtype != dtype:
-            raise RuntimeError(f"EpisodeNoise: scheduled {tuple(eps.shape[1:])}, asked for {tuple(shape)}")
-        return eps
-
-    def check_used_up(self) -> None:
-        if self._queue:
-            raise RuntimeError(f"EpisodeNoise: {len(self._queue)} scheduled draws were not used")
-
-
-class CommonNoise:
-    """Common random numbers: the same draw for every call of a shape, exactly what a generator freshly
-    seeded with `seed` before each call gives, drawn once (ELBO curves evaluate hundreds of times)."""
-
-    def __init__(self, seed: int):
-        self.seed = int(seed)
-        self._draws: dict = {}
-
-    def take(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        key = (tuple(shape), dtype)
-        if key not in self._draws:
-            generator = torch.Generator().manual_seed(self.seed)
-            self._draws[key] = torch.randn(shape, generator=generator, dtype=dtype, device="cpu")
-        return self._draws[key]
-
-
 # --------------------------------------------------------------------------------------------- kernels
 class ClassKernels(nn.Module):
     """One ScaleKernel per class over a shared base kernel on L2-normalised deep features (App. E.4).
 
-    cosine: <x, x'> / (|x||x'|) after centring by the support mean ("bncossim" centres with batch norm;
-    we centre with the support statistics so test queries never influence each other).
+    The cosine kernel is gpytorch's LinearKernel with its variance fixed at 1.0, as in the authors' code
+    (methods/mirror.py, ``Kernel``), so k(x, x) = the class's output scale. With ``centre`` (default) the
+    cosine kernel's features are first centred, as App. E.4 says ("a variant of the kernel with batch
+    normalization that centers the input vectors", DKT's bncossim): by the mean of the points the GP
+    conditions on -- the whole episode in training, the support set at test, where queries are centred with
+    the support's mean and never influence each other. One rule for training and test; the authors' code
+    only L2-normalises (``centre=False``), which measured 4 points less accuracy on glyphs 5-way 5-shot
+    (docs/fewshot.md). RBF and polynomial features are only L2-normalised, as in the paper.
     """
 
-    def __init__(self, kind: str, n_classes: int, polynomial_power: int = 2):
+    def __init__(self, kind: str, n_classes: int, polynomial_power: int = 2, centre: bool = True):
         super().__init__()
         if kind not in KERNELS:
             raise ValueError(f"kernel must be one of {KERNELS}, got {kind!r}")
         self.kind = kind
+        self.centre = bool(centre) and kind == "cosine"
         if kind == "cosine":
             base = gpytorch.kernels.LinearKernel()
+            base.variance = 1.0
             base.raw_variance.requires_grad_(False)  # the per-class ScaleKernel carries the scale
         elif kind == "rbf":
             base = gpytorch.kernels.RBFKernel()
@@ -112,12 +57,13 @@ class ClassKernels(nn.Module):
             base = gpytorch.kernels.PolynomialKernel(power=polynomial_power)
         self.kernel = gpytorch.kernels.ScaleKernel(base, batch_shape=torch.Size([n_classes]))
 
-    def prepare(self, support_features: torch.Tensor, *others: torch.Tensor) -> list[torch.Tensor]:
-        """Centre (cosine only) with the support mean, then L2-normalise every feature set."""
-        sets = [support_features, *others]
-        if self.kind == "cosine":
-            centre = support_features.mean(0, keepdim=True) if support_features.shape[0] > 1 else 0.0
-            sets = [s - centre for s in sets]
+    def prepare(self, conditioning: torch.Tensor, *others: torch.Tensor) -> list[torch.Tensor]:
+        """The features of the points the GP conditions on, then of the points it predicts: centred by the
+        conditioning points' mean (cosine with ``centre``), then L2-normalised."""
+        sets = [conditioning, *others]
+        if self.centre and conditioning.shape[0] > 1:
+            mean = conditioning.mean(0, keepdim=True)
+            sets = [s - mean for s in sets]
         return [F.normalize(s, dim=-1) for s in sets]
 
     def forward(self, x1: torch.Tensor, x2: torch.Tensor | None = None, diag: bool = False):
@@ -162,7 +108,7 @@ def site_posterior(kernel: torch.Tensor, sites: SiteState, counter: JitterCounte
     n = kernel.shape[-1]
     eye = torch.eye(n, dtype=kernel.dtype, device=kernel.device)
     b = eye + sqrt_lam.unsqueeze(-1) * kernel * sqrt_lam.unsqueeze(-2)
-    chol_b = episode_cholesky(b, counter)
+    chol_b = psd_safe_cholesky(b, counter=counter)
     k_theta = (kernel @ sites.theta1.unsqueeze(-1)).squeeze(-1)
     inner = torch.cholesky_solve((sqrt_lam * k_theta).unsqueeze(-1), chol_b).squeeze(-1)
     alpha = sites.theta1 - sqrt_lam * inner  # K^{-1} m = (I - S B^{-1} S K) theta1
@@ -185,17 +131,8 @@ def kl_to_prior(post: Posterior) -> torch.Tensor:
 
 # ------------------------------------------------------------------------ softmax expectations
 def marginal_samples(mean, var, n_samples, generator=None) -> torch.Tensor:
-    """f_n ~ prod_c N(m_n^c, v_n^c): the only distribution E_q[log p(y_n|f_n)] depends on. (S, C, N).
-
-    With an ``EpisodeNoise`` for a batch of episodes, mean/var are (E, C, N) and the samples (E, S, C, N).
-    """
-    if isinstance(generator, EpisodeNoise):
-        eps = generator.take((n_samples, *mean.shape[-2:]), mean.dtype)
-        return mean.unsqueeze(-3) + var.sqrt().unsqueeze(-3) * eps.to(mean.device)
-    if isinstance(generator, CommonNoise):
-        eps = generator.take((n_samples, *mean.shape), mean.dtype)
-    else:
-        eps = torch.randn((n_samples, *mean.shape), generator=generator, dtype=mean.dtype, device="cpu")
+    """f_n ~ prod_c N(m_n^c, v_n^c): the only distribution E_q[log p(y_n|f_n)] depends on. (S, C, N)."""
+    eps = torch.randn((n_samples, *mean.shape), generator=generator, dtype=mean.dtype, device="cpu")
     return mean + var.sqrt() * eps.to(mean.device)
 
 
@@ -218,7 +155,7 @@ def softmax_expectations(samples: torch.Tensor, onehot: torch.Tensor):
 def expected_log_softmax(samples: torch.Tensor, onehot: torch.Tensor) -> torch.Tensor:
     """sum_n E_q[log p(y_n | f_n)] by MC (S, C, N samples)."""
     log_probs = torch.log_softmax(samples, dim=-2)
-    return (log_probs * onehot.unsqueeze(-3)).sum(-2).mean(-2).sum()  # summed over a batch's episodes
+    return (log_probs * onehot.unsqueeze(-3)).sum(-2).mean(-2).sum()
 
 
 # ----------------------------------------------------------------------------- mirror descent
@@ -283,7 +220,7 @@ def md_elbo(post: Posterior, onehot, n_samples, generator=None) -> torch.Tensor:
 # --------------------------------------------------------------- Euclidean GD baseline (same q)
 # q_c = N(L_K m~, L_K S~ L_K^T), S~ = L~ L~^T: the whitened parametrisation (GPflow's SVGP default). It spans
 # the same Gaussian family as MD; plain (m, L_q) coordinates put K^-1 into the gradient and diverge at any
-# usable step size because cosine kernels on centred features are rank-deficient.
+# usable step size because linear (cosine) kernels of d features on N > d points are rank-deficient.
 def whitened_moments(kernel_chol, white_mean, white_tril):
     mean = (kernel_chol @ white_mean.unsqueeze(-1)).squeeze(-1)
     var = ((kernel_chol @ white_tril) ** 2).sum(-1)
@@ -312,7 +249,7 @@ def run_gradient_descent(
     callback: Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None,
 ):
     """Euclidean gradient ascent on the ELBO over (m~, L~), starting from the prior (m~ = 0, L~ = I)."""
-    kernel_chol = episode_cholesky(kernel, counter)
+    kernel_chol = psd_safe_cholesky(kernel, counter=counter)
     n = kernel.shape[-1]
     white_mean = torch.zeros(kernel.shape[:-1], dtype=kernel.dtype, device=kernel.device, requires_grad=True)
     eye = torch.eye(n, dtype=kernel.dtype, device=kernel.device)

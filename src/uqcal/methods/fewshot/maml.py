@@ -68,15 +68,10 @@ class MAML(EpisodicMethod):
         logits = functional_call(model, params, (episode.query_x,))
         return F.cross_entropy(logits, episode.query_y)
 
-    reusable_test_outputs = True
-
-    def query_outputs(self, model, episode: Episode) -> dict[str, torch.Tensor]:
+    def logit_samples(self, model, episode: Episode, generator) -> torch.Tensor:
         model.train()  # batch statistics, as in training (transductive BN, the MAML convention)
         with torch.enable_grad():
             params = self.adapt(model, episode, int(self.params["inner_steps_test"]), create_graph=False)
         with torch.no_grad():
             logits = functional_call(model, {n: p.detach() for n, p in params.items()}, (episode.query_x,))
-        return {"logits": logits}
-
-    def draw_logits(self, outputs, generator) -> torch.Tensor:
-        return outputs["logits"].unsqueeze(0)
+        return logits.unsqueeze(0)

@@ -8,8 +8,6 @@ ascent on the ELBO (the paper's "vanilla" comparison, Sec. 4.3).
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -18,8 +16,6 @@ from .backbones import build_backbone
 from .common import Episode, EpisodeData, EpisodicMethod
 from .gp_core import (
     ClassKernels,
-    CommonNoise,
-    EpisodeNoise,
     dense_elbo,
     gd_posterior_predictive,
     md_elbo,
@@ -45,6 +41,7 @@ class MirrorDescentGP(EpisodicMethod):
         **EpisodicMethod.defaults,
         "inference": "md",  # md | gd
         "kernel": "cosine",  # cosine | rbf | polynomial
+        "centre_features": True,  # cosine: centre by the conditioning points' mean (App. E.4); False = authors' code
         "polynomial_power": 2,
         "lr_kernel": 1e-4,
         "sampling": "marginal",  # marginal (per-point class marginals) | full_covariance (authors' code)
@@ -70,7 +67,9 @@ class MirrorDescentGP(EpisodicMethod):
 
     def build_model(self, n_way: int, image_size: int) -> nn.Module:
         backbone = build_backbone(self.params["backbone"], image_size, int(self.params["width"]))
-        kernels = ClassKernels(self.params["kernel"], n_way, int(self.params["polynomial_power"]))
+        kernels = ClassKernels(
+            self.params["kernel"], n_way, int(self.params["polynomial_power"]), bool(self.params["centre_features"])
+        )
         return DeepKernelGP(backbone, kernels)
 
     def param_groups(self, model: DeepKernelGP) -> list[dict]:
@@ -130,50 +129,8 @@ class MirrorDescentGP(EpisodicMethod):
         onehot = F.one_hot(episode.support_y, episode.n_way).T.to(kernel.dtype)
         return self._fit_and_sample(kernel, k_sq, k_qq, onehot, generator)
 
-    # Prediction of a batch of test/validation episodes at once: the same operations on stacked (E, ...)
-    # tensors with the random numbers drawn beforehand in the one-by-one order, bit-identical per episode
-    # and several times cheaper than one by one (the inner loop's 50 steps are tiny tensor operations).
-    _noise_floats_per_batch = 2**24  # pre-drawn normals held at once (64 MiB of float32)
-
-    def _noise_schedule(self, n_classes: int, n_support: int, n_query: int) -> list[tuple[int, ...]]:
-        """The normal draws one test episode takes, in order: the inner steps' MC, then Eq. 6's samples."""
-        inner = (int(self.params["n_mc_samples"]), n_classes, n_support)
-        return [inner] * int(self.params["steps_test"]) + [(int(self.params["n_pred_samples"]), n_classes, n_query)]
-
-    def episode_batch_size(self, spec: dict) -> int:
-        if self.params["sampling"] != "marginal":
-            return 1  # the full-covariance sampler is not written for episode batches
-        schedule = self._noise_schedule(len(spec["classes"]), len(spec["support"]), len(spec["query"]))
-        per_episode = sum(math.prod(shape) for shape in schedule)
-        return max(1, self._noise_floats_per_batch // max(1, per_episode))
-
-    def logit_samples_batch(self, model, episodes: list[Episode], generator) -> list[torch.Tensor]:
-        inputs = [self._test_inputs(model, episode) for episode in episodes]
-        batchable = (
-            len(episodes) > 1
-            and self.params["sampling"] == "marginal"
-            and len({(e.n_way, tuple(e.support_y.shape), tuple(e.query_y.shape)) for e in episodes}) == 1
-            and all(t.is_contiguous() for inp in inputs for t in inp)
-        )
-        if not batchable:
-            return [
-                self._fit_and_sample(*inp, F.one_hot(e.support_y, e.n_way).T.to(inp[0].dtype), generator)
-                for inp, e in zip(inputs, episodes, strict=True)
-            ]
-        kernel, k_sq, k_qq = (torch.stack(parts) for parts in zip(*inputs, strict=True))
-        # (E, C, N) with each episode's (C, N) laid out as F.one_hot(y).T is (strides (1, C)): the layout
-        # decides the order of the MC sums over the samples, so it must be the one-by-one layout
-        labels = torch.stack([e.support_y for e in episodes])
-        onehot = F.one_hot(labels, episodes[0].n_way).transpose(-1, -2).to(kernel.dtype)
-        noise = EpisodeNoise(
-            generator, self._noise_schedule(*k_sq.shape[-3:]), len(episodes), kernel.dtype
-        )
-        samples = self._fit_and_sample(kernel, k_sq, k_qq, onehot, noise)
-        noise.check_used_up()
-        return list(samples.unbind(0))
-
     def _fit_and_sample(self, kernel, k_sq, k_qq, onehot, generator) -> torch.Tensor:
-        """Fit q on the support kernel (one episode (C, N, N) or a batch (E, C, N, N)), sample Eq. 6."""
+        """Fit q on the support kernel (C, N, N), sample Eq. 6."""
         gd = self.params["inference"] == "gd"
         steps = int(self.params["steps_test"])
         step_size = float(self.params["gd_lr_test" if gd else "rho_test"])
@@ -195,14 +152,15 @@ class MirrorDescentGP(EpisodicMethod):
         md_curve: list[float] = []
         gd_curve: list[float] = []
 
-        crn = CommonNoise(seed)  # common random numbers: every ELBO evaluation uses the same draws
+        def common_noise():  # common random numbers: every ELBO evaluation draws the same normals
+            return torch.Generator().manual_seed(seed)
 
         def record_md(_step, post):
-            md_curve.append(float(md_elbo(post, onehot, n_mc, crn)))
+            md_curve.append(float(md_elbo(post, onehot, n_mc, common_noise())))
 
         def record_gd(_step, kernel_chol, mean, tril):
             with torch.no_grad():
-                gd_curve.append(float(dense_elbo(kernel_chol, mean, tril, onehot, n_mc, crn)))
+                gd_curve.append(float(dense_elbo(kernel_chol, mean, tril, onehot, n_mc, common_noise())))
 
         gen = torch.Generator().manual_seed(seed + 1)
         with torch.no_grad():

@@ -30,10 +30,5 @@ class ProtoNet(EpisodicMethod):
     def episode_loss(self, model, episode: Episode, generator) -> torch.Tensor:
         return F.cross_entropy(self._logits(model, episode), episode.query_y)
 
-    reusable_test_outputs = True
-
-    def query_outputs(self, model, episode: Episode) -> dict[str, torch.Tensor]:
-        return {"logits": self._logits(model, episode)}
-
-    def draw_logits(self, outputs, generator) -> torch.Tensor:
-        return outputs["logits"].unsqueeze(0)
+    def logit_samples(self, model, episode: Episode, generator) -> torch.Tensor:
+        return self._logits(model, episode).unsqueeze(0)
