@@ -5,11 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from tests.test_report_tree import bo_predictions, write_run
 from uqcal.io import write_json
-from uqcal.report.claims import HELD, NOT_HELD, NOT_RUN, ClaimContext, evaluate_claim
+from uqcal.report.claims import HELD, INCONCLUSIVE, NOT_HELD, NOT_RUN, PAPER_DATA, STAND_INS, ClaimContext, evaluate_claim
 from uqcal.report.reference import DatasetRelation, Reference
+from uqcal.report.tables import fmt
 
 
 def summary_of(rows):
@@ -40,8 +42,8 @@ def claim(check, cid="c"):
 def test_less_than_every_row_and_fraction():
     res = evaluate_claim(claim({"kind": "less_than", "metric": "ece", "a": "metacal", "b": "mdkl"}), ctx_of(SUMMARY))
     assert res.verdict == NOT_HELD  # ozone/ns20 breaks it
-    assert [ok for _, _, ok in res.evidence] == [True, False, True]
-    assert "0.070" in res.evidence[1][1] and "0.080" in res.evidence[1][1]
+    assert [e.ok for e in res.evidence] == [True, False, True]
+    assert "0.070" in res.evidence[1].detail and "0.080" in res.evidence[1].detail
     res = evaluate_claim(
         claim({"kind": "less_than", "metric": "ece", "a": "metacal", "b": "mdkl", "scope": {"at_least": 0.6}}),
         ctx_of(SUMMARY),
@@ -83,9 +85,9 @@ def test_best_with_significance_ties():
     strict = evaluate_claim(claim({"kind": "best", "metric": "te", "method": "a", "ties": "strict"}), ctx_of(summary, runs))
     assert strict.verdict == NOT_HELD  # b has the lower mean
     tied = evaluate_claim(claim({"kind": "best", "metric": "te", "method": "a"}), ctx_of(summary, runs))
-    assert tied.verdict == HELD and "tied" in tied.evidence[0][1]
+    assert tied.verdict == HELD and "tied" in tied.evidence[0].detail
     loser = evaluate_claim(claim({"kind": "best", "metric": "te", "method": "c"}), ctx_of(summary, runs))
-    assert loser.verdict == NOT_HELD and "significantly worse" in loser.evidence[0][1]
+    assert loser.verdict == NOT_HELD and "significantly worse" in loser.evidence[0].detail
 
 
 def test_monotone_and_spearman():
@@ -112,8 +114,8 @@ def test_monotone_and_spearman():
         claim({"kind": "spearman", "x": "noise_variance", "y": "rmse", "methods": methods}),
         ctx_of(summary_of(rows)),
     )
-    assert [ok for _, _, ok in res.evidence] == [True, False] and res.verdict == NOT_HELD
-    rho = float(res.evidence[1][1].split("=")[1].split(",")[0])
+    assert [e.ok for e in res.evidence] == [True, False] and res.verdict == NOT_HELD
+    rho = float(res.evidence[1].detail.split("=")[1].split(",")[0])
     assert rho == pytest.approx(0.371, abs=1e-3)  # scipy.stats.spearmanr([1..6], [3,1,6,2,5,4])
 
 
@@ -164,7 +166,7 @@ def test_fewer_steps_on_curves(tmp_path):
     summary = summary_of([("forrester", "forrester-ucb", "calibrated", "final_best", 0.5, 0, 2)])
     ctx = ClaimContext("bo", summary, pd.DataFrame(), Reference("bo"), {}, results)
     res = evaluate_claim(claim({"kind": "fewer_steps", "a": "calibrated", "b": "uncalibrated"}), ctx)
-    assert res.verdict == HELD and "iteration 1 by calibrated, 3 by uncalibrated" in res.evidence[0][1]
+    assert res.verdict == HELD and "iteration 1 by calibrated, 3 by uncalibrated" in res.evidence[0].detail
     res = evaluate_claim(claim({"kind": "fewer_steps", "a": "uncalibrated", "b": "calibrated"}), ctx)
     assert res.verdict == NOT_HELD
     assert bo_predictions(np.random.default_rng(0), 4, 0.1)["best_so_far"].is_monotonic_decreasing
@@ -189,8 +191,90 @@ def test_stats_curve_greater_reads_train_stats(tmp_path):
     ctx = ClaimContext("fewshot", summary, pd.DataFrame(), Reference("fewshot"), {}, results)
     check = {"kind": "stats_curve_greater", "key": "inner_elbo_curves", "a": "md", "b": "gd", "method": "md"}
     res = evaluate_claim(claim(check), ctx)  # md ends at -2.0; gd at mean(-3.5, -2.5) = -3.0
-    assert res.verdict == HELD and "md -2.000 vs gd -3.000" in res.evidence[0][1]
+    assert res.verdict == HELD and "md -2.000 vs gd -3.000" in res.evidence[0].detail
     res = evaluate_claim(claim({**check, "a": "gd", "b": "md"}), ctx)
     assert res.verdict == NOT_HELD
     res = evaluate_claim(claim({**check, "key": "outer_loss_curve"}), ctx)
     assert res.verdict == NOT_RUN
+
+
+def runs_of(rows_by_key: dict) -> pd.DataFrame:
+    """{(dataset, setting, method): [values by seed]} -> the per-run long table."""
+    rows = [
+        (d, st, m, seed, "rmse", float(v)) for (d, st, m), values in rows_by_key.items() for seed, v in enumerate(values)
+    ]
+    return pd.DataFrame(rows, columns=["dataset", "setting", "method", "seed", "metric", "value"])
+
+
+def paired_ctx(relations=None):
+    """Three rows: a clearly below b (row 'win'), a and b indistinguishable ('tie'), a clearly above b ('loss')."""
+    noise = np.array([0.3, -0.2, 0.1, -0.4, 0.2, 0.0, -0.1, 0.25])
+    base = 5.0 + noise
+    runs = runs_of(
+        {
+            ("win", "h", "a"): base - 1.0 + 0.05 * noise[::-1],
+            ("win", "h", "b"): base,
+            ("tie", "h", "a"): base + np.array([0.1, -0.1, 0.05, -0.05, 0.1, -0.1, 0.05, -0.05]),
+            ("tie", "h", "b"): base,
+            ("loss", "h", "a"): base + 1.0 + 0.05 * noise[::-1],
+            ("loss", "h", "b"): base,
+        }
+    )
+    summary = runs.groupby(["dataset", "setting", "method", "metric"])["value"].agg(mean="mean", std="std", n="count")
+    return ctx_of(summary.reset_index(), runs, relations=relations)
+
+
+def test_paired_rows_are_better_tie_or_worse_with_the_scipy_pvalue():
+    ctx = paired_ctx()
+    res = evaluate_claim(claim({"kind": "less_than", "metric": "rmse", "a": "a", "b": "b"}), ctx)
+    outcome = {e.dataset: e.outcome for e in res.evidence}
+    assert outcome == {"win": "better", "tie": "tie", "loss": "worse"}
+    assert res.verdict == NOT_HELD  # 'on every dataset' with one significant contradiction
+    win = next(e for e in res.evidence if e.dataset == "win")
+    runs = ctx.runs
+    xa = runs[(runs.dataset == "win") & (runs.method == "a")].sort_values("seed")["value"]
+    xb = runs[(runs.dataset == "win") & (runs.method == "b")].sort_values("seed")["value"]
+    p = stats.ttest_rel(xa, xb).pvalue
+    assert f"p = {p:.3g}" in win.detail and "paired t" in win.detail and "n = 8" in win.detail
+    # one-sided in the claimed direction: half the two-sided p-value
+    assert win.pvalue_one_sided == pytest.approx(p / 2, rel=1e-9)
+    wil = evaluate_claim(claim({"kind": "less_than", "metric": "rmse", "a": "a", "b": "b", "test": "wilcoxon"}), ctx)
+    assert all("Wilcoxon" in e.detail for e in wil.evidence)
+
+
+def test_scopes_decide_held_not_held_or_inconclusive():
+    ctx = paired_ctx()
+    check = {"kind": "less_than", "metric": "rmse", "a": "a", "b": "b"}
+    only = {"datasets": ["win", "tie"]}
+    # every row: one better, one tie -> cannot reject, cannot accept
+    assert evaluate_claim(claim({**check, **only}), ctx).verdict == INCONCLUSIVE
+    # a tie counts for "at least as good as"
+    assert evaluate_claim(claim({**check, **only, "accept": "not_worse"}), ctx).verdict == HELD
+    # majority of 3 rows needs 2 supporting rows: 1 better + 1 tie could still make it -> inconclusive
+    assert evaluate_claim(claim({**check, "scope": "majority"}), ctx).verdict == INCONCLUSIVE
+    assert evaluate_claim(claim({**check, "scope": "any_row"}), ctx).verdict == HELD
+    # the reverse claim: one row better for b, one tie, one worse
+    reverse = evaluate_claim(claim({**check, "a": "b", "b": "a", "scope": {"at_least": 0.9}}), ctx)
+    assert reverse.verdict == NOT_HELD
+    # the means-only comparison of the old engine says held on 'win' alone
+    assert evaluate_claim(claim({**check, "datasets": ["win"], "test": "none"}), ctx).verdict == HELD
+
+
+def test_pooled_scope_combines_rows_with_stouffer():
+    ctx = paired_ctx()
+    res = evaluate_claim(claim({"kind": "less_than", "metric": "rmse", "a": "a", "b": "b", "scope": "pooled",
+                                "datasets": ["win", "tie"]}), ctx)
+    ones = [e.pvalue_one_sided for e in res.evidence]
+    expected = stats.combine_pvalues(ones, method="stouffer").pvalue
+    assert f"p = {fmt(expected)}" in res.summary
+    assert res.verdict == (HELD if expected < 0.05 else INCONCLUSIVE)
+
+
+def test_verdicts_split_paper_data_from_stand_ins():
+    relations = {"win": DatasetRelation("win", "CCS", "same"), "loss": DatasetRelation("loss", None, "stand_in")}
+    ctx = paired_ctx(relations)
+    res = evaluate_claim(claim({"kind": "less_than", "metric": "rmse", "a": "a", "b": "b",
+                                "datasets": ["win", "loss"]}), ctx)
+    assert res.verdict == NOT_HELD
+    assert res.by_data[PAPER_DATA][0] == HELD and res.by_data[STAND_INS][0] == NOT_HELD
+    assert "1 of 1 rows hold" in res.by_data[PAPER_DATA][1]

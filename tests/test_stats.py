@@ -156,3 +156,56 @@ def test_bootstrap_ci():
     assert S.bootstrap_ci([3.0, 3.0, 3.0]) == (3.0, 3.0)
     with pytest.raises(ValueError, match="values"):
         S.bootstrap_ci([1.0])
+
+
+# ------------------------------------------------------------------------------ power of paired tests
+@pytest.mark.parametrize("effect, n", [(0.5, 20), (0.8, 10), (0.3, 40)])
+def test_paired_t_power_matches_simulation(effect, n):
+    """Independent reference: the rejection rate of scipy's paired t-test on simulated normal differences.
+    20,000 replicates give a Monte Carlo standard error of at most 0.0036; allow 4 of them."""
+    rng = np.random.default_rng(1)
+    diffs = rng.normal(effect, 1.0, size=(20_000, n))
+    t = diffs.mean(axis=1) / (diffs.std(axis=1, ddof=1) / np.sqrt(n))
+    rejected = np.mean(2 * sps.t.sf(np.abs(t), n - 1) < 0.05)
+    assert S.paired_t_power(effect, n) == pytest.approx(rejected, abs=4 * 0.0036)
+
+
+def test_power_inverses_agree_with_published_sample_sizes():
+    # Cohen's medium effect d = 0.5, two-sided alpha 5 %, 80 % power: 34 pairs (G*Power; Cohen 1988, Table 2.4.1
+    # gives n = 33 for the normal approximation, the noncentral t needs one more).
+    assert S.pairs_for_power(0.5) == 34
+    assert S.paired_t_power(0.5, 33) < 0.8 <= S.paired_t_power(0.5, 34)
+    mde = S.minimum_detectable_effect(10)
+    assert S.paired_t_power(mde, 10) == pytest.approx(0.8, abs=1e-6)
+    assert S.minimum_detectable_effect(40) < mde  # more pairs detect smaller effects
+    assert S.pairs_for_power(0.0) == np.inf
+
+
+def test_paired_comparison_outcomes_interval_and_power():
+    rng = np.random.default_rng(3)
+    b = rng.normal(10.0, 1.0, 12)
+    a = b - 0.8 + rng.normal(0, 0.3, 12)  # a clearly lower
+    res = S.paired_comparison(a, b, "ttest", 0.05, direction=-1)
+    ref = sps.ttest_rel(a, b)
+    assert res.pvalue == pytest.approx(ref.pvalue, rel=1e-12) and res.outcome == "better"
+    low, high = ref.confidence_interval(0.95)
+    assert res.ci == pytest.approx((low, high), rel=1e-12)
+    assert res.mde == pytest.approx(S.minimum_detectable_effect(12) * np.std(a - b, ddof=1), rel=1e-9)
+    assert res.pvalue_one_sided == pytest.approx(ref.pvalue / 2, rel=1e-12)
+    assert S.paired_comparison(a, b, "ttest", 0.05, direction=+1).outcome == "worse"
+    tie = S.paired_comparison(b + np.tile([0.1, -0.1], 6), b, "ttest")  # mean difference exactly 0
+    assert tie.outcome == "tie" and tie.pvalue == pytest.approx(1.0) and tie.n_needed is None
+    small = S.paired_comparison(b + np.tile([0.1, -0.1], 6) + 0.01, b, "ttest")  # d = 0.01 / 0.104
+    assert small.outcome == "tie" and small.n_needed == S.pairs_for_power(0.01 / np.std(np.tile([0.1, -0.1], 6), ddof=1))
+    wil = S.paired_comparison(a, b, "wilcoxon")
+    # the Wilcoxon test needs n / (3 / pi) pairs for the t-test's power on normal differences
+    assert wil.n_needed == np.ceil(S.pairs_for_power(np.mean(a - b) / np.std(a - b, ddof=1)) / (3 / np.pi))
+    with pytest.raises(ValueError, match="direction"):
+        S.paired_comparison(a, b, direction=0)
+
+
+def test_stouffer_is_scipys():
+    p = [0.01, 0.2, 0.5, 0.9]
+    assert S.stouffer(p) == pytest.approx(sps.combine_pvalues(p, method="stouffer").pvalue, rel=1e-12)
+    with pytest.raises(ValueError):
+        S.stouffer([])

@@ -148,12 +148,15 @@ class RunContext:
         return ProgressLogger(self.log)(iterable, total=total, desc=desc or self.method)
 
     def save_outputs(self, predictions, model: Any, stats: dict | None = None) -> None:
+        from uqcal.device import describe_device
         from uqcal.io import torch_save, write_json, write_parquet
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        # Where the run trained (strings, so they stay out of metrics.json; the report's provenance shows them).
+        stats = {"device": str(self.device), "device_name": describe_device(self.device), **(stats or {})}
         # Order matters for resumability: predictions last would be fine too, all three are atomic.
         torch_save(self.run_dir / "model.pt", model)
-        write_json(self.run_dir / "train_stats.json", stats or {})
+        write_json(self.run_dir / "train_stats.json", stats)
         write_parquet(self.run_dir / "predictions.parquet", predictions)
 
     @property

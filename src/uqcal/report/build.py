@@ -157,7 +157,8 @@ def build_family(
                 "text": c.text,
                 "verdict": c.verdict,
                 "summary": c.summary,
-                "evidence": [list(e) for e in c.evidence],
+                "evidence": [e.as_dict() for e in c.evidence],
+                "by_data": {name: {"verdict": v, "summary": summary} for name, (v, summary) in c.by_data.items()},
             }
             for c in claims
         ],

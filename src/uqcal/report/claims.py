@@ -1,14 +1,28 @@
-"""Headline claims as checkable statements, evaluated on our results: held / not held / not run.
+"""Headline claims as checkable statements, evaluated on our results: held / not held / inconclusive / not run.
 
 A claim's ``check`` is a small declarative expression (see ``KINDS``); every kind works on the summary
 (means over seeds), per-run metrics (paired tests) or per-run curves and returns the numbers behind the
 verdict, one line per (dataset, setting) row.
 
-Scopes: ``every_row`` (default; all rows must hold), ``{at_least: f}`` (a fraction f of rows) or ``any_row``.
+Comparisons (``less_than``, ``greater_than``) are paired tests per row over the seeds both methods share
+(``test: ttest | wilcoxon``, default ttest; ``alpha``, default 0.05; ``test: none`` compares means only).
+Each row is ``better`` (significant in the claimed direction), ``tie`` (not significant) or ``worse``
+(significant against it), with the confidence interval of the mean difference and the test's power (the
+smallest difference detectable with 80 % power, and the pairs the observed difference would need).
+``accept: not_worse`` makes a tie support the claim (for "at least as good as" claims).
+
+Scopes say how rows combine, as the paper words the claim: ``every_row`` (default: "on every dataset"),
+``majority`` ("generally", "in most cases": more than half), ``{at_least: f}``, ``any_row``, or ``pooled``
+(Stouffer's combination of the rows' one-sided p-values, decided at ``alpha``). ``pooled: true`` adds the
+pooled p-value to any scope's summary. A scope is ``held`` when enough rows support the claim, ``not held``
+when too few could even if every tie went its way, and ``inconclusive`` in between (ties: the test cannot
+tell). Every verdict is also given separately for the paper's own data (dataset relation ``same``) and for
+stand-ins, since a claim can hold on the paper's data and fail on a stand-in or vice versa.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,8 +33,32 @@ from scipy import stats
 from uqcal.report.reference import DatasetRelation, Reference
 from uqcal.report.results import load_predictions
 from uqcal.report.tables import fmt, not_worse_than_best, spread_verdict
+from uqcal.stats import paired_comparison, stouffer
 
-HELD, NOT_HELD, NOT_RUN = "held", "not held", "not run"
+HELD, NOT_HELD, INCONCLUSIVE, NOT_RUN = "held", "not held", "inconclusive", "not run"
+VERDICTS = (HELD, NOT_HELD, INCONCLUSIVE, NOT_RUN)
+PAPER_DATA, STAND_INS = "paper's data", "stand-ins"
+
+
+@dataclass
+class Evidence:
+    """One row behind a verdict. ``ok``: the row supports the claim. ``outcome``: a paired row's better / tie
+    / worse (None for rows decided without a test). ``pvalue_one_sided``: in the claimed direction."""
+
+    label: str
+    detail: str
+    ok: bool
+    outcome: str | None = None
+    dataset: str | None = None
+    pvalue_one_sided: float | None = None
+
+    @property
+    def mark(self) -> str:
+        return "✓" if self.ok else ("=" if self.outcome == "tie" else "✗")
+
+    def as_dict(self) -> dict:
+        return {"label": self.label, "detail": self.detail, "ok": self.ok, "outcome": self.outcome,
+                "dataset": self.dataset}
 
 
 @dataclass
@@ -29,8 +67,9 @@ class ClaimResult:
     text: str
     verdict: str
     summary: str
-    evidence: list[tuple[str, str, bool]] = field(default_factory=list)  # (row label, numbers, row ok)
+    evidence: list[Evidence] = field(default_factory=list)
     source: str = ""
+    by_data: dict[str, tuple[str, str]] = field(default_factory=dict)  # PAPER_DATA / STAND_INS -> (verdict, summary)
 
 
 @dataclass
@@ -61,40 +100,121 @@ def _means(ctx: ClaimContext, check: dict, metric: str) -> pd.DataFrame:
     return frame.pivot_table(index=["dataset", "setting"], columns="method", values="mean", aggfunc="first", sort=False)
 
 
-def _scope_verdict(oks: list[bool], scope) -> bool:
+def _per_seed(ctx: ClaimContext, check: dict, metric: str) -> dict[tuple[str, str, str], dict[int, float]]:
+    """(dataset, setting, method) -> {seed: value} from the per-run metrics."""
+    if ctx.runs.empty:
+        return {}
+    frame = _filter(ctx.runs[ctx.runs["metric"] == metric], check)
+    out: dict[tuple[str, str, str], dict[int, float]] = {}
+    for (dataset, setting, method), group in frame.groupby(["dataset", "setting", "method"], sort=False):
+        out[(dataset, str(setting), method)] = dict(zip(group["seed"].astype(int), group["value"], strict=False))
+    return out
+
+
+def _required(scope, n: int) -> int:
+    """Rows that must support a claim for it to hold."""
     if scope in (None, "every_row"):
-        return all(oks)
+        return n
+    if scope == "majority":
+        return n // 2 + 1
     if scope == "any_row":
-        return any(oks)
+        return 1
     if isinstance(scope, dict) and "at_least" in scope:
-        return float(np.mean(oks)) >= float(scope["at_least"])
-    raise ValueError(f"unknown claim scope {scope!r}; use every_row, any_row or {{at_least: f}}")
+        return max(1, math.ceil(float(scope["at_least"]) * n - 1e-9))
+    raise ValueError(f"unknown claim scope {scope!r}; use every_row, majority, any_row, pooled or {{at_least: f}}")
 
 
-def _finish(claim: dict, evidence: list[tuple[str, str, bool]], total_rows: int, what: str) -> ClaimResult:
-    check = claim["check"]
-    if not evidence:
+def _combine(evidence: list[Evidence], check: dict) -> tuple[str, str]:
+    """Verdict and summary of a set of rows under the check's scope (module docstring)."""
+    scope = check.get("scope")
+    n = len(evidence)
+    support = sum(e.ok for e in evidence)
+    ties = sum((not e.ok) and e.outcome == "tie" for e in evidence)
+    summary = f"{support} of {n} rows hold" + (f" ({ties} tied: not significant)" if ties else "")
+    pvalues = [e.pvalue_one_sided for e in evidence if e.pvalue_one_sided is not None]
+    pooled = stouffer(pvalues) if pvalues and (scope == "pooled" or check.get("pooled")) else None
+    if pooled is not None:
+        summary += f"; pooled over {len(pvalues)} rows (Stouffer, one-sided) p = {fmt(pooled)}"
+    if scope == "pooled":
+        if pooled is None:
+            raise ValueError("scope 'pooled' needs paired rows (a per-run test); this check has none")
+        alpha = float(check.get("alpha", 0.05))
+        against = stouffer([1 - p for p in pvalues])
+        verdict = HELD if pooled < alpha else (NOT_HELD if against < alpha else INCONCLUSIVE)
+        return verdict, summary
+    need = _required(scope, n)
+    verdict = HELD if support >= need else (NOT_HELD if support + ties < need else INCONCLUSIVE)
+    return verdict, summary
+
+
+def _group_of(row: Evidence, relations: dict[str, DatasetRelation]) -> str:
+    relation = relations.get(row.dataset) if row.dataset is not None else None
+    return PAPER_DATA if relation is not None and relation.kind == "same" else STAND_INS
+
+
+def _as_evidence(item) -> Evidence:
+    if isinstance(item, Evidence):
+        return item
+    label, detail, ok = item
+    return Evidence(label, detail, bool(ok), dataset=label.split(" / ")[0])
+
+
+def _finish(claim: dict, evidence: list, total_rows: int, what: str) -> ClaimResult:
+    rows = [_as_evidence(e) for e in evidence]
+    if not rows:
         return ClaimResult(claim["id"], claim["text"], NOT_RUN, f"not run: {what}", [], claim.get("source", ""))
-    oks = [ok for _, _, ok in evidence]
-    verdict = HELD if _scope_verdict(oks, check.get("scope")) else NOT_HELD
-    summary = f"{sum(oks)} of {len(oks)} rows hold"
-    if total_rows > len(evidence):
-        summary += f" ({total_rows - len(evidence)} rows lack a needed method)"
-    return ClaimResult(claim["id"], claim["text"], verdict, summary, evidence, claim.get("source", ""))
+    verdict, summary = _combine(rows, claim["check"])
+    if total_rows > len(rows):
+        summary += f" ({total_rows - len(rows)} rows lack a needed method)"
+    return ClaimResult(claim["id"], claim["text"], verdict, summary, rows, claim.get("source", ""))
+
+
+def _split_by_data(result: ClaimResult, claim: dict, relations: dict[str, DatasetRelation]) -> None:
+    """The verdict on the paper's own data and on stand-ins, each under the claim's scope."""
+    if result.verdict == NOT_RUN:
+        return
+    groups: dict[str, list[Evidence]] = {}
+    for row in result.evidence:
+        groups.setdefault(_group_of(row, relations), []).append(row)
+    for name in (PAPER_DATA, STAND_INS):
+        if name in groups:
+            try:
+                result.by_data[name] = _combine(groups[name], claim["check"])
+            except ValueError:
+                continue
 
 
 def _compare(claim: dict, ctx: ClaimContext, greater: bool) -> ClaimResult:
     check = claim["check"]
     metric, a, b = check["metric"], check["a"], check["b"]
+    test, alpha = check.get("test", "ttest"), float(check.get("alpha", 0.05))
+    accept = check.get("accept", "better")
+    if accept not in ("better", "not_worse"):
+        raise ValueError(f"accept: expected 'better' or 'not_worse', got {accept!r}")
+    direction = 1 if greater else -1
     wide = _means(ctx, check, metric)
+    per_seed = _per_seed(ctx, check, metric) if test != "none" else {}
     evidence = []
     for (dataset, setting), values in wide.iterrows():
         va, vb = values.get(a, np.nan), values.get(b, np.nan)
         if pd.isna(va) or pd.isna(vb):
             continue
+        label = f"{dataset} / {setting}"
+        runs_a, runs_b = per_seed.get((dataset, str(setting), a), {}), per_seed.get((dataset, str(setting), b), {})
+        shared = sorted(set(runs_a) & set(runs_b))
+        if test != "none" and len(shared) >= 2:
+            result = paired_comparison(
+                [runs_a[s] for s in shared], [runs_b[s] for s in shared], test, alpha, direction
+            )
+            ok = result.outcome == "better" or (accept == "not_worse" and result.outcome == "tie")
+            detail = f"{result.outcome}: {result.describe(metric, a, b)}"
+            evidence.append(Evidence(label, detail, ok, result.outcome, dataset, result.pvalue_one_sided))
+            continue
         ok = bool(va > vb) if greater else bool(va < vb)
         sign = ">" if greater else "<"
-        evidence.append((f"{dataset} / {setting}", f"{metric}({a}) = {fmt(va)} {sign} {metric}({b}) = {fmt(vb)}?", ok))
+        note = "" if test == "none" else " (means only: fewer than 2 paired runs)"
+        evidence.append(Evidence(label, f"{metric}({a}) = {fmt(va)} {sign} {metric}({b}) = {fmt(vb)}?{note}", ok,
+                                 dataset=dataset))
     return _finish(claim, evidence, len(wide), f"no row has both {a} and {b} for {metric}")
 
 
@@ -127,7 +247,8 @@ def check_best(claim: dict, ctx: ClaimContext) -> ClaimResult:
             per_seed = {m: dict(zip(g["seed"].astype(int), g["value"], strict=False)) for m, g in sel.groupby("method")}
             _, marked = not_worse_than_best(per_seed, lower, check.get("test", "ttest"))
             ok = method in marked
-            detail += " (tied by paired test)" if ok else " (significantly worse)"
+            test_name = {"ttest": "paired t-test", "wilcoxon": "Wilcoxon test"}[check.get("test", "ttest")]
+            detail += f" (tied by {test_name}, 5 %)" if ok else f" (significantly worse, {test_name}, 5 %)"
         evidence.append((f"{dataset} / {setting}", detail, bool(ok)))
     return _finish(claim, evidence, len(wide), f"{method} has no {metric} results beside another method")
 
@@ -294,9 +415,13 @@ def evaluate_claim(claim: dict, ctx: ClaimContext) -> ClaimResult:
     if kind not in KINDS:
         raise ValueError(f"claims.{claim['id']}.check.kind: unknown kind {kind!r}; known: {sorted(KINDS)}")
     try:
-        return KINDS[kind](claim, ctx)
+        result = KINDS[kind](claim, ctx)
     except KeyError as err:
         raise ValueError(f"claims.{claim['id']}.check: missing key {err}") from err
+    except ValueError as err:
+        raise ValueError(f"claims.{claim['id']}.check: {err}") from err
+    _split_by_data(result, claim, ctx.relations)
+    return result
 
 
 def evaluate_claims(claims: list[dict], ctx: ClaimContext) -> list[ClaimResult]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from html import escape
 
-from uqcal.report.claims import HELD, NOT_HELD, ClaimResult
+from uqcal.report.claims import HELD, INCONCLUSIVE, NOT_HELD, NOT_RUN, ClaimResult
 from uqcal.report.figures import Rendered, Skipped
 from uqcal.report.provenance import Provenance
 
@@ -22,7 +22,8 @@ td.paper{color:#555;background:#fafafa;font-size:.95em} td.within{color:#176117}
 figure{margin:1em 0} figcaption{font-size:.9em;margin-bottom:.3em} .note,.skip{color:#8a5a00}
 .claims th{text-align:left} .claims td{text-align:left;white-space:normal;vertical-align:top}
 .verdict{font-weight:bold}
-.held{color:#176117} .notheld{color:#a11} .notrun{color:#777}
+.held{color:#176117} .notheld{color:#a11} .notrun{color:#777} .inconclusive{color:#8a5a00}
+.bydata{font-weight:normal;font-size:.9em;white-space:nowrap}
 .figs{display:flex;flex-wrap:wrap;gap:1em} .figs figure{max-width:560px}
 .figs img{max-width:100%;border:1px solid #eee}
 .scroll{overflow-x:auto} details{margin:.4em 0} summary{cursor:pointer;color:#225}
@@ -41,7 +42,7 @@ def page(title: str, body: str, nav: list[tuple[str, str]]) -> str:
 
 
 def verdict_class(verdict: str) -> str:
-    return {HELD: "held", NOT_HELD: "notheld"}.get(verdict, "notrun")
+    return {HELD: "held", NOT_HELD: "notheld", INCONCLUSIVE: "inconclusive"}.get(verdict, "notrun")
 
 
 def claims_html(results: list[ClaimResult]) -> str:
@@ -49,8 +50,10 @@ def claims_html(results: list[ClaimResult]) -> str:
         return "<p>No claims are listed for this paper.</p>"
     rows = []
     for res in results:
-        evidence = "".join(
-            f"<li>{'✓' if ok else '✗'} {escape(label)}: {escape(detail)}</li>" for label, detail, ok in res.evidence
+        evidence = "".join(f"<li>{e.mark} {escape(e.label)}: {escape(e.detail)}</li>" for e in res.evidence)
+        by_data = "".join(
+            f'<br><span class="bydata {verdict_class(v)}">{escape(name)}: {escape(v)} ({escape(summary)})</span>'
+            for name, (v, summary) in res.by_data.items()
         )
         detail = (
             f"<details><summary>{escape(res.summary)}</summary><ul>{evidence}</ul></details>"
@@ -60,17 +63,20 @@ def claims_html(results: list[ClaimResult]) -> str:
         source = f" <small>({escape(res.source)})</small>" if res.source else ""
         rows.append(
             f'<tr id="claim-{escape(res.id)}"><td>{escape(res.text)}{source}</td>'
-            f'<td class="verdict {verdict_class(res.verdict)}">{escape(res.verdict)}</td><td>{detail}</td></tr>'  # noqa: E501
+            f'<td class="verdict {verdict_class(res.verdict)}">{escape(res.verdict)}{by_data}</td><td>{detail}</td></tr>'  # noqa: E501
         )
     return (
         '<table class="claims"><thead><tr><th>claim</th><th>verdict</th><th>numbers behind it</th></tr>'
         "</thead><tbody>" + "".join(rows) + "</tbody></table>"
+        "<p class=\"note\">Rows: ✓ supports the claim, = tie (the paired test cannot tell), ✗ contradicts it. "
+        "Inconclusive: no contradiction enough to reject, but too many ties to accept; the power figures say "
+        "what difference the test could have detected.</p>"
     )
 
 
 def claims_count(results: list[ClaimResult]) -> str:
-    counts = {v: sum(r.verdict == v for r in results) for v in (HELD, NOT_HELD, "not run")}
-    return ", ".join(f"{n} {v}" for v, n in counts.items())
+    counts = {v: sum(r.verdict == v for r in results) for v in (HELD, NOT_HELD, INCONCLUSIVE, NOT_RUN)}
+    return ", ".join(f"{n} {v}" for v, n in counts.items() if n or v != INCONCLUSIVE)
 
 
 def figures_html(items: list, rel_prefix: str = "") -> str:

@@ -9,53 +9,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from uqcal.report.reference import DatasetRelation, Reference
+from uqcal.stats import PAIRED_TESTS, paired_pvalue
 
-TESTS = ("ttest", "wilcoxon")
-
-
-def paired_pvalue(a: np.ndarray, b: np.ndarray, test: str = "ttest") -> float:
-    """Two-sided p-value of a paired test on matched seeds; 1.0 when the pairs are identical."""
-    if test not in TESTS:
-        raise ValueError(f"test must be one of {TESTS}, got {test!r}")
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    diff = a - b
-    if len(diff) < 2 or np.allclose(diff, 0.0):
-        return 1.0
-    if np.allclose(diff, diff[0]):  # a constant non-zero shift: no variance, the difference is certain
-        return 0.0
-    if test == "ttest":
-        p = stats.ttest_rel(a, b).pvalue
-    elif len(diff) <= 13 and _has_zeros_or_ties(diff):
-        p = _wilcoxon_sign_flip_pvalue(diff)
-    else:
-        p = stats.wilcoxon(a, b).pvalue
-    return 1.0 if math.isnan(p) else float(p)
-
-
-def _has_zeros_or_ties(diff: np.ndarray) -> bool:
-    nonzero = diff[diff != 0]
-    return len(nonzero) < len(diff) or len(np.unique(np.abs(nonzero))) < len(nonzero)
-
-
-def _wilcoxon_sign_flip_pvalue(diff: np.ndarray) -> float:
-    """What ``scipy.stats.wilcoxon(method="auto")`` computes for n <= 13 with zeros or ties -- the exact
-    sign-flip permutation test of R+ (zeros dropped, average ranks) -- with the statistic vectorised.
-
-    scipy evaluates its statistic once per sign flip (2^n Python calls, ~1 s per test); the report runs
-    dozens of these. Same p-values (tests/test_report_tables.py compares against scipy's wilcoxon).
-    """
-    nonzero = diff != 0
-    ranks = np.zeros_like(diff)
-    ranks[nonzero] = stats.rankdata(np.abs(diff[nonzero]))
-
-    def r_plus(flipped, axis=-1):
-        return np.sum((flipped > 0) * ranks, axis=axis)
-
-    return stats.permutation_test((diff,), r_plus, permutation_type="samples", vectorized=True,
-                                  alternative="two-sided").pvalue
+TESTS = PAIRED_TESTS
 
 
 def significance_marks(values: dict[int, float], reference: dict[int, float], alpha: float = 0.05) -> str:

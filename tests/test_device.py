@@ -1,0 +1,34 @@
+"""Device handling: resolve_device's contract and the device every run records."""
+
+from __future__ import annotations
+
+import logging
+
+import pandas as pd
+import pytest
+import torch
+
+from uqcal.api import RunContext
+from uqcal.device import resolve_device
+from uqcal.io import read_json
+
+
+def test_resolve_device_contract():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto") == torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ValueError, match="device must be one of"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="CUDA is not available"):
+            resolve_device("cuda")
+
+
+def test_save_outputs_records_the_device(tmp_path):
+    ctx = RunContext(
+        family="rio", dataset="d", setting="s", method="m", seed=0, config={}, dataset_spec={}, setting_params={},
+        family_params={}, params={}, run_dir=tmp_path / "run", split_path=tmp_path / "split.json",
+        raw_path=tmp_path / "raw.parquet", depends_dir=None, device=torch.device("cpu"), log=logging.getLogger("t"),
+    )
+    ctx.save_outputs(pd.DataFrame({"y": [1.0], "mean": [1.0]}), {"w": torch.zeros(1)}, {"loss": 0.5})
+    stats = read_json(tmp_path / "run" / "train_stats.json")
+    assert stats["device"] == "cpu" and stats["loss"] == 0.5 and isinstance(stats["device_name"], str)
