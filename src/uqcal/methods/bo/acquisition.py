@@ -1,20 +1,26 @@
 """Calibrated acquisition functions for minimisation (Deshpande & Kuleshov Sec. 4.2), as botorch
 ``AnalyticAcquisitionFunction`` s so that ``optimize_acqf`` can maximise them.
 
-For a Gaussian posterior N(mu, sigma^2) at x, best value b and u = (b - mu) / sigma:
+The GP forecast at x is N(mu, sigma^2) (botorch's ``model.posterior(X)``); the recalibrated forecast is
+y = mu + sigma Z with P(Z <= z) = R(Phi(z)) (``recalibration.py``). The paper leaves how it reaches EI/PI/UCB
+unstated beyond "we calibrate by mapping the standard deviation sigma to sigma_new" (Sec. 5); ``mode``
+makes the rule explicit. With best value b:
 
-- ``sigma`` mode (default, the paper's implementation): sigma -> s * sigma with s = R.sigma_scale(), then
-  EI = sigma (u Phi(u) + phi(u)),  PI = Phi(u),  -LCB = -(mu - sqrt(beta) sigma).
-- ``quantile`` mode: the calibrated CDF R(Phi((y - mu) / sigma)) used directly,
-  PI = R(Phi(u));  EI = E[max(b - Y, 0)] = int_{-inf}^{b} R(Phi((t - mu) / sigma)) dt = sigma G(u),
-  G(u) = int_{-inf}^{u} R(Phi(z)) dz (tabulated, trapezoid rule, linear beyond the table since R(1) = 1);
-  -LCB = -(mu + sigma Phi^-1(R^-1(alpha))), alpha = Phi(-sqrt(beta)) (the calibrated alpha-quantile).
+- ``matched`` (default): the acquisition's own kind decides. UCB is quantile-based (Sec. 4.2: UCB "naturally
+  generalizes to a quantile F_x^-1(alpha)"), so it takes the recalibrated quantile:
+  -LCB = -(mu + sigma Phi^-1(R^-1(alpha))), alpha = Phi(-sqrt(beta)). EI and PI are expectations
+  (Sec. 4.2, Proposition 1), so they take the Gaussian with the recalibrated forecast's mean and standard
+  deviation (moment matching, shift included): mu' = mu + sigma m_R, sigma' = sigma s_R, then
+  u = (b - mu') / sigma', EI = sigma' (u Phi(u) + phi(u)), PI = Phi(u).
+- ``sigma`` (ablation, the previous rule): sigma' = s sigma with s = R.sigma_scale() (least-squares slope;
+  mean unchanged), then the Gaussian EI / PI / -LCB = -(mu - sqrt(beta) sigma').
+- ``quantile`` (option): the recalibrated CDF everywhere: PI = R(Phi(u)) with u = (b - mu) / sigma;
+  EI = E[max(b - Y, 0)] = sigma G(u), G(u) = int_{-inf}^{u} R(Phi(z)) dz (tabulated, trapezoid rule, linear
+  beyond the table since R(1) = 1); -LCB as in ``matched``.
 
-With R = identity both modes reduce to botorch's ExpectedImprovement / ProbabilityOfImprovement /
-UpperConfidenceBound with ``maximize=False`` (tested).
-
-The posterior mean and sigma come from botorch's ``model.posterior(X)`` (variance clamped at 1e-12 as in
-botorch's analytic acquisitions).
+With R = identity every mode reduces to botorch's ExpectedImprovement / ProbabilityOfImprovement /
+UpperConfidenceBound with ``maximize=False`` (tested). ``forecast`` gives the (mean, sigma) shift/scale the
+acquisition acts on, for the one-step-ahead calibration record.
 """
 
 from __future__ import annotations
@@ -28,13 +34,13 @@ from scipy.stats import norm
 from uqcal.methods.bo.recalibration import RecalibrationMap, torch_interp
 
 ACQUISITIONS = ("ei", "pi", "ucb")
-CALIBRATED_ACQ_MODES = ("sigma", "quantile")
+CALIBRATED_ACQ_MODES = ("matched", "sigma", "quantile")
 Z_TABLE = np.linspace(-10.0, 10.0, 8001)
 
 
 class CalibratedAcquisition(AnalyticAcquisitionFunction):
     def __init__(self, model, kind: str, best_f: float, recal: RecalibrationMap | None = None,
-                 beta: float = 4.0, mode: str = "sigma"):
+                 beta: float = 4.0, mode: str = "matched"):
         super().__init__(model=model)
         if kind not in ACQUISITIONS:
             raise ValueError(f"acquisition {kind!r} not in {ACQUISITIONS}")
@@ -44,14 +50,21 @@ class CalibratedAcquisition(AnalyticAcquisitionFunction):
         self.best_f = float(best_f)
         self.beta = float(beta)
         self.recal = recal or RecalibrationMap.identity_map()
-        self.scale = self.recal.sigma_scale() if mode == "sigma" else 1.0
-        if mode == "quantile":
+        # Gaussian the EI/PI/LCB formulas act on, as (shift, scale) of the GP's standardised forecast
+        self.shift, self.scale = 0.0, 1.0
+        if mode == "sigma":
+            self.scale = self.recal.sigma_scale()
+        elif mode == "matched" and kind != "ucb":
+            self.shift, self.scale = self.recal.moments()
+        self.quantile_lcb = kind == "ucb" and mode in ("matched", "quantile")
+        if self.quantile_lcb:
+            alpha = norm.cdf(-np.sqrt(self.beta))
+            self._z_lcb = float(self.recal.quantile(alpha))
+        if mode == "quantile" and kind == "ei":
             integrand = self.recal(norm.cdf(Z_TABLE))
             steps = 0.5 * (integrand[1:] + integrand[:-1]) * np.diff(Z_TABLE)
             self._g_table = torch.as_tensor(np.concatenate([[0.0], np.cumsum(steps)]))
             self._z_table = torch.as_tensor(Z_TABLE)
-            alpha = norm.cdf(-np.sqrt(self.beta))
-            self._z_lcb = float(norm.ppf(np.clip(self.recal.inverse(alpha), 1e-12, 1 - 1e-12)))
 
     def _g(self, u: torch.Tensor) -> torch.Tensor:
         z, g = self._z_table.to(u), self._g_table.to(u)
@@ -64,17 +77,32 @@ class CalibratedAcquisition(AnalyticAcquisitionFunction):
         posterior = self.model.posterior(X)
         mean = posterior.mean.squeeze(-2).squeeze(-1)  # b x 1 x 1 -> b (q = 1, one output)
         sigma = posterior.variance.clamp_min(1e-12).sqrt().view(mean.shape)
-        if self.mode == "sigma":
-            sigma = sigma * self.scale
+        if self.quantile_lcb:
+            return -(mean + sigma * self._z_lcb)
+        if self.mode == "quantile":
             u = (self.best_f - mean) / sigma
             if self.kind == "ei":
-                return sigma * (u * torch.special.ndtr(u) + torch.exp(-0.5 * u**2) / np.sqrt(2 * np.pi))
-            if self.kind == "pi":
-                return torch.special.ndtr(u)
-            return -(mean - np.sqrt(self.beta) * sigma)
+                return sigma * self._g(u)
+            return self.recal.torch_call(torch.special.ndtr(u))
+        mean, sigma = mean + self.shift * sigma, sigma * self.scale
         u = (self.best_f - mean) / sigma
         if self.kind == "ei":
-            return sigma * self._g(u)
+            return sigma * (u * torch.special.ndtr(u) + torch.exp(-0.5 * u**2) / np.sqrt(2 * np.pi))
         if self.kind == "pi":
-            return self.recal.torch_call(torch.special.ndtr(u))
-        return -(mean + sigma * self._z_lcb)
+            return torch.special.ndtr(u)
+        return -(mean - np.sqrt(self.beta) * sigma)
+
+    def acts_on_recalibrated_cdf(self) -> bool:
+        return self.quantile_lcb or self.mode == "quantile"
+
+    def recalibrated_pit(self, z: float) -> float:
+        """PIT of an observation under the forecast this acquisition acts on; z = (y - mu) / sigma of the GP."""
+        if self.acts_on_recalibrated_cdf():
+            return float(self.recal(norm.cdf(z)))
+        return float(norm.cdf((z - self.shift) / self.scale))
+
+    def standardised_quantile(self, p) -> np.ndarray:
+        """p-quantile of the forecast this acquisition acts on, in units of the GP's (mu, sigma)."""
+        if self.acts_on_recalibrated_cdf():
+            return self.recal.quantile(p)
+        return self.shift + self.scale * norm.ppf(p)
