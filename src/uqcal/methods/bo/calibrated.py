@@ -209,8 +209,9 @@ class CalibratedBO(_BOBase):
         self._check()
         threads = int(ctx.config.get("torch_threads", 1) or 1)
         torch.set_num_threads(threads)
-        # scipy's L-BFGS-B (ML-II fits, optimize_acqf) calls BLAS on 5-100 numbers; OpenBLAS' thread pool
-        # costs far more than that work (40x CPU on a loaded 2-core machine, benchmarks/bo_train_speed.py).
+        # scipy's L-BFGS-B (ML-II fits, the batched refit LOO, optimize_acqf) calls BLAS on a few numbers;
+        # OpenBLAS' thread pool costs far more than that work (refit LOO: ~14x the CPU on a loaded 2-core
+        # machine, benchmarks/bo_recal_speed.py).
         with threadpool_limits(limits=threads, user_api="blas"):
             self._train(ctx)
 
