@@ -83,7 +83,11 @@ def test_metrics_against_a_hand_computed_trace():
         "pred_pit_base": [np.nan, np.nan, 0.5, 0.99, 0.01],
     })
     predictions["best_so_far"] = np.minimum.accumulate(predictions["y"])
-    metrics = bo_metrics(predictions, objective, target_tol=0.05)
+    predictions["recal_std"] = [np.nan, np.nan, 1.0, 1.5, 3.0]
+    metrics = bo_metrics(predictions, objective, target_tol=0.05, stuck_above=optimum + 0.5)
+    assert metrics["stuck"] == 0.0 and metrics["recal_width"] == 1.5  # final best optimum + 0.01; median s_R
+    assert bo_metrics(predictions, objective, 0.05, stuck_above=optimum)["stuck"] == 1.0
+    assert "stuck" not in bo_metrics(predictions, objective, 0.05)
     regrets = np.array([0.0 - optimum, 1.0, 0.01, 0.01])
     assert metrics["regret_auc"] == pytest.approx(regrets.mean())
     assert metrics["steps_to_target"] == 2.0
