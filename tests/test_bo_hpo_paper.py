@@ -22,8 +22,8 @@ from uqcal.objectives import get_objective
 
 REPO = Path(__file__).resolve().parents[1]
 REAL_URLS = {
-    "lda_20news": {"archive": "http://qwone.com/~jason/20Newsgroups/20news-bydate.tar.gz"},
-    "cnn_cifar10": {"archive": "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"},
+    "lda_20news": {"archive": "https://ndownloader.figshare.com/files/5975967"},
+    "cnn_cifar10": {"archive": "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"},
     "cnn_svhn": {"train": "http://ufldl.stanford.edu/housenumbers/train_32x32.mat",
                  "test": "http://ufldl.stanford.edu/housenumbers/test_32x32.mat"},
 }
@@ -72,23 +72,22 @@ def images(rng, n) -> np.ndarray:
 
 
 def cifar_fixture(per_batch=2, n_test=4) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """CIFAR-10 python archive: each row is the 1024 red, then green, then blue values (row-major)."""
+    """CIFAR-10 binary archive: each record is the label byte, then the 1024 red, green and blue values."""
     rng = np.random.default_rng(2)
     train_imgs, test_imgs = images(rng, 5 * per_batch), images(rng, n_test)
     train_labels = rng.integers(0, 10, size=5 * per_batch)
     test_labels = rng.integers(0, 10, size=n_test)
 
-    def batch(imgs, labels, name):
-        rows = np.stack([np.concatenate([im[:, :, c].ravel() for c in range(3)]) for im in imgs])
-        return pickle.dumps({b"batch_label": name.encode(), b"labels": [int(v) for v in labels],
-                             b"data": rows, b"filenames": [b"x.png"] * len(imgs)}, protocol=2)
+    def batch(imgs, labels):
+        return b"".join(bytes([int(label)]) + b"".join(im[:, :, c].tobytes() for c in range(3))
+                        for im, label in zip(imgs, labels, strict=True))
 
-    files = {"cifar-10-batches-py/batches.meta": pickle.dumps({b"label_names": [b"a"] * 10}),
-             "cifar-10-batches-py/readme.html": b"<html></html>"}
+    files = {"cifar-10-batches-bin/batches.meta.txt": b"airplane\n" * 10,
+             "cifar-10-batches-bin/readme.html": b"<html></html>"}
     for b in range(5):
         sl = slice(b * per_batch, (b + 1) * per_batch)
-        files[f"cifar-10-batches-py/data_batch_{b + 1}"] = batch(train_imgs[sl], train_labels[sl], f"b{b}")
-    files["cifar-10-batches-py/test_batch"] = batch(test_imgs, test_labels, "test")
+        files[f"cifar-10-batches-bin/data_batch_{b + 1}.bin"] = batch(train_imgs[sl], train_labels[sl])
+    files["cifar-10-batches-bin/test_batch.bin"] = batch(test_imgs, test_labels)
     return _tar_gz(files), train_imgs, train_labels, test_imgs, test_labels
 
 
@@ -119,7 +118,9 @@ def served(name: str, server: Server, files: dict[str, bytes], **options) -> dic
     spec = registry_entry(name)
     for role, entry in spec["source"]["download"].items():
         server.files[entry["filename"]] = files[role]
-        entry.update(url=f"{server.base}/files/{entry['filename']}", backoff=0.01, timeout=5)
+        # The fixture is not the real file: pin its own checksum in place of the published one.
+        entry.update(url=f"{server.base}/files/{entry['filename']}", sha256=sha(files[role]), backoff=0.01,
+                     timeout=5)
     spec["source"]["options"].update(options)
     return spec
 
@@ -150,9 +151,37 @@ def test_read_cifar10_layout_and_labels(tmp_path):
     np.testing.assert_array_equal(X_test.transpose(0, 2, 3, 1), test_imgs)
     assert y_train.tolist() == train_labels.tolist() and y_test.tolist() == test_labels.tolist()
     broken = tmp_path / "broken.tar.gz"
-    broken.write_bytes(_tar_gz({"cifar-10-batches-py/readme.html": b"<html></html>"}))
-    with pytest.raises(DataSourceError, match="data_batch_2"):
+    broken.write_bytes(_tar_gz({"cifar-10-batches-bin/readme.html": b"<html></html>"}))
+    with pytest.raises(DataSourceError, match="data_batch_2.bin"):
         hpo_paper.read_cifar10(broken)
+    ragged = tmp_path / "ragged.tar.gz"
+    ragged.write_bytes(_tar_gz({f"b/data_batch_{i}.bin": b"\x00" * 3000 for i in range(1, 6)}))
+    with pytest.raises(DataSourceError, match="not a whole number of 3073-byte"):
+        hpo_paper.read_cifar10(ragged)
+
+
+class _Payload:
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_read_cifar10_never_unpickles_the_python_version(tmp_path):
+    # The python version's batches are pickles; one carrying a payload must not run, and the error says
+    # which file to use instead.
+    marker = tmp_path / "ran"
+    batch = pickle.dumps({b"data": _Payload(marker), b"labels": [0]}, protocol=2)
+    files = {f"cifar-10-batches-py/data_batch_{i}": batch for i in range(1, 6)}
+    files["cifar-10-batches-py/test_batch"] = batch
+    path = tmp_path / "cifar-10-python.tar.gz"
+    path.write_bytes(_tar_gz(files))
+    with pytest.raises(DataSourceError, match="python version.*cifar-10-binary.tar.gz"):
+        hpo_paper.read_cifar10(path)
+    assert not marker.exists()
+    pickle.loads(batch)  # negative control: unpickling it does run the payload
+    assert marker.exists()
 
 
 def test_read_svhn_layout_and_label_ten_is_zero(tmp_path):
@@ -239,7 +268,7 @@ def test_materialise_downloads_verifies_and_describes(server, tmp_path, monkeypa
     spec = served("cnn_svhn", server, files, epochs=1, device="cpu")
     monkeypatch.chdir(tmp_path)
     parquet, record = materialise("cnn_svhn", spec, data_dir="data")
-    assert record["rows"] == 6 and record["source"] == "hpo" and record["paper_dataset"]
+    assert record["rows"] == 6 and record["source"] == "hpo"
     for role in ("train", "test"):
         filename = spec["source"]["download"][role]["filename"]
         assert (tmp_path / "data" / "downloads" / filename).read_bytes() == files[role]
@@ -335,7 +364,7 @@ def test_404_names_dataset_and_url_and_leaves_no_file(server, tmp_path, monkeypa
         materialise("cnn_cifar10", spec, data_dir="data")
     message = str(raised.value)
     assert "'cnn_cifar10'" in message and url in message and "404" in message
-    assert "data/downloads/cifar-10-python.tar.gz" in message and "dvc pull" in message
+    assert "data/downloads/cifar-10-binary.tar.gz" in message and "dvc pull" in message
     assert server.requests["/files/absent.tar.gz"] == 1
     assert list(downloads.iterdir()) == [] and not (tmp_path / "data" / "raw" / "cnn_cifar10.parquet").exists()
     # At BO time (file still missing): the same clear error, nothing trained or cached.

@@ -386,7 +386,7 @@ PAPER_LAYOUTS = {
     "wine_red": (lambda: (FIXTURES / "wine_mini.csv").read_bytes(), 4),
     "fish_toxicity": (lambda: b"3.26;0.829;1.676;0;1;1.453;3.77\n2.189;0.58;0.863;0;0;1.348;3.115\n", 2),
     "kin8nm": (lambda: b"theta1,theta2,theta3,theta4,theta5,theta6,theta7,theta8,y\n"
-               b"-0.01,0.4,0.2,-0.5,0.1,0.3,-0.2,0.9,0.56\n", 1),
+               b"-0.01,0.4,0.2,-0.5,0.1,0.3,-0.2,0.9,0.56\n0.02,0.1,0.3,-0.4,0.2,0.1,-0.1,0.8,0.61\n", 2),
     "superconductivity": (lambda: _zip("train.csv", b"number_of_elements,mean_atomic_mass,critical_temp\n"
                                                     b"4,88.9,29.0\n5,92.7,26.0\n"), 2),
     "ct_slices": (lambda: _zip("slice_localization_data.csv",
@@ -408,8 +408,14 @@ def test_paper_registry_entry_materialises(name, server, tmp_path, monkeypatch):
     real_url = spec["source"]["url"]
     assert real_url.startswith("https://")
     make, rows = PAPER_LAYOUTS[name]
-    server.files[spec["source"]["filename"]] = make()
+    data = make()
+    server.files[spec["source"]["filename"]] = data
     spec["source"]["url"] = f"{server.base}/files/{spec['source']['filename']}"
+    # A published checksum is pinned as 64 hex digits (or null: trust on first use); the fixture is not the
+    # real file, so it is pinned with its own.
+    pinned = spec["source"]["sha256"]
+    assert pinned is None or (len(pinned) == 64 and int(pinned, 16) >= 0)
+    spec["source"]["sha256"] = hashlib.sha256(data).hexdigest() if pinned else None
     monkeypatch.chdir(tmp_path)  # data/ and config/datasets.lock.json land here
     parquet, record = materialise(name, spec, data_dir="data")
     assert record["rows"] == rows and record["source"] == "url"

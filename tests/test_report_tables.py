@@ -141,28 +141,48 @@ def test_relate_dataset_rules():
                 "id": "t",
                 "records": [
                     {"dataset": "SC", "setting": "s", "method": "m", "metric": "r", "mean": 1.0},
-                    {
-                        "dataset": "Omniglot->EMNIST",
-                        "setting": "s",
-                        "method": "m",
-                        "metric": "r",
-                        "mean": 1.0,
-                    },
+                    {"dataset": "School", "setting": "s", "method": "m", "metric": "r", "mean": 1.0},
                 ],
             }
         },
         dataset_aliases={"SC": ["superconduct"]},
     )
     registry = {
+        # Free text that mentions a paper dataset by name is a label, never a match (issue 19: two unrelated
+        # school data sets got the paper's School numbers).
         "a": {"stands_in_for": "a large set (protein / SC scale)"},
-        "b": {"stands_in_for": "scale only"},
-        "c": {"stands_in_for": "Omniglot -> EMNIST cross-domain"},
+        "schools": {"stands_in_for": "Texas school district test scores"},
+        "b": {"stands_in_for": "a large set", "paper_dataset": "sc"},  # explicit: stand-in for SC
+        "c": {"paper_dataset": {"x": "superconduct", "y": "other"}},  # explicit per family, via an alias
+        "d": {"paper_dataset": {"y": "SC"}},  # named for another family only
+        "e": {"paper_dataset": "a paper task without published tables"},
     }
-    assert relate_dataset("a", registry, ref).paper == "SC"
-    assert relate_dataset("b", registry, ref).paper is None  # 'scale' does not mention 'SC'
-    assert relate_dataset("c", registry, ref).paper == "Omniglot->EMNIST"
-    assert relate_dataset("superconduct", {}, ref).kind == "same"
-    assert relate_dataset("unknown", {}, ref).kind == "none"
+    for name in ("a", "schools"):
+        rel = relate_dataset(name, registry, ref)
+        assert rel.kind == "stand_in" and rel.paper is None
+    assert (relate_dataset("b", registry, ref).kind, relate_dataset("b", registry, ref).paper) == ("stand_in", "SC")
+    assert (relate_dataset("c", registry, ref).kind, relate_dataset("c", registry, ref).paper) == ("same", "SC")
+    assert relate_dataset("d", registry, ref).kind == "none"
+    assert relate_dataset("e", registry, ref).paper == "a paper task without published tables"
+    # A dataset merely named like a paper dataset (or its alias) gets nothing without the key.
+    assert relate_dataset("superconduct", {}, ref).kind == "none"
+    assert relate_dataset("school", {"school": {}}, ref).kind == "none"
+
+
+def test_paper_dataset_names_are_checked_against_the_reference():
+    from uqcal.report.reference import paper_dataset_problems
+
+    config = {
+        "families": {"rio": {"datasets": ["concrete", "mine"]}, "qr": {"datasets": ["concrete"]}},
+        "datasets": {"concrete": {"paper_dataset": {"rio": "CCS", "qr": "Concrete Strength"}},
+                     "mine": {"paper_dataset": "CSS"}},
+    }
+    problems = paper_dataset_problems(config, REFERENCE_DIR)
+    assert len(problems) == 1
+    assert "datasets.mine.paper_dataset: 'CSS' is not a dataset of the rio paper" in problems[0]
+    assert "'CCS'" in problems[0]  # the names it could be
+    config["datasets"]["mine"]["paper_dataset"] = "ccs"  # case-insensitive
+    assert paper_dataset_problems(config, REFERENCE_DIR) == []
 
 
 def test_reference_files_have_all_five_papers_with_table_numbers():

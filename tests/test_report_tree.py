@@ -15,18 +15,21 @@ REGISTRY = {
     "ozone": {
         "kind": "multitask_regression",
         "stands_in_for": "AHM / MAT spatial climate regions (Iwata & Kumagai)",
+        "paper_dataset": {"metareg": "AHM"},
     },
     "concrete": {
         "kind": "single_task_regression",
-        "paper_dataset": "UCI Concrete Compressive Strength (RIO: CCS; QR: Concrete)",
+        "paper_dataset": {"rio": "CCS", "qr": "Concrete Strength"},
     },
     "diabetes": {
         "kind": "single_task_regression",
         "stands_in_for": "a small UCI regression set (RIO: yacht/ENB scale)",
+        "paper_dataset": {"rio": "yacht"},
     },
     "glyphs2digits": {
         "kind": "fewshot_classification",
         "stands_in_for": "Omniglot -> EMNIST cross-domain (MD-BFSC)",
+        "paper_dataset": {"fewshot": "Omniglot->EMNIST"},
     },
     "forrester": {"kind": "optimisation_objective"},
 }
@@ -92,6 +95,18 @@ def bo_predictions(rng: np.random.Generator, iterations: int, drift: float) -> p
             "best_so_far": np.minimum.accumulate(y),
         }
     )
+
+
+def plan_of(results: Path, seeds: int) -> dict:
+    """``families:`` of a config that plans exactly the runs written under ``results`` (seeds 0..seeds-1)."""
+    families: dict = {}
+    for method_dir in sorted(p for p in results.glob("*/*/*/*") if p.is_dir()):
+        family, dataset, setting, method = method_dir.parts[-4:]
+        fam = families.setdefault(family, {"datasets": [], "seeds": seeds, "settings": {}, "methods": {}})
+        fam["datasets"] += [dataset] if dataset not in fam["datasets"] else []
+        fam["settings"].setdefault(setting, {"n_support": int(setting[2:])} if family == "metareg" else {})
+        fam["methods"].setdefault(method, {})
+    return families
 
 
 def build_smoke_like_tree(root: Path, seeds: int = 4, rio_datasets=("concrete", "diabetes")) -> dict:
@@ -181,7 +196,7 @@ def build_smoke_like_tree(root: Path, seeds: int = 4, rio_datasets=("concrete", 
     config = {
         "dataset_registry": [],
         "datasets": REGISTRY,
-        "families": {"metareg": {"settings": {"ns10": {"n_support": 10}, "ns20": {"n_support": 20}}}},
+        "families": plan_of(results, seeds),
         "report": {"title": "test report"},
     }
     config_path = root / "config" / "test.yaml"

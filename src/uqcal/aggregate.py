@@ -13,8 +13,9 @@ from uqcal.io import read_json, write_text
 SUMMARY_COLUMNS = ["dataset", "setting", "method", "metric", "mean", "std", "n"]
 
 
-def collect_metrics(family: str, family_config: dict, results_dir: Path) -> pd.DataFrame:
-    """Long table (dataset, setting, method, seed, metric, value) over the family's planned runs."""
+def collect_metrics(family: str, family_config: dict, results_dir: Path, missing_ok: bool = False) -> pd.DataFrame:
+    """Long table (dataset, setting, method, seed, metric, value) over the family's planned runs; a planned
+    run without metrics.json is an error unless ``missing_ok`` (the report of a partial run)."""
     from uqcal.config import iter_runs
 
     rows = []
@@ -32,7 +33,7 @@ def collect_metrics(family: str, family_config: dict, results_dir: Path) -> pd.D
         for key, value in (read_json(stats_path) if stats_path.exists() else {}).items():
             if is_timing_key(key) and isinstance(value, (int, float)) and key not in record["metrics"]:
                 rows.append((run.dataset, run.setting, run.method, run.seed, key, float(value)))
-    if missing:
+    if missing and not missing_ok:
         raise FileNotFoundError(f"{len(missing)} planned runs have no metrics.json, e.g. {missing[0]}")
     return pd.DataFrame(rows, columns=["dataset", "setting", "method", "seed", "metric", "value"])
 

@@ -77,7 +77,7 @@ def prepare_config(config: dict, root: Path | None = None) -> dict:
     config.setdefault("torch_threads", 1)
     config.setdefault("preload_worker", True)
     validate_schema({"families": {}, "datasets": registry}, root)
-    check_semantics(config)
+    check_semantics(config, root)
     return config
 
 
@@ -99,8 +99,10 @@ def validate_schema(config: dict, root: Path) -> None:
         raise ConfigError(f"config key {key}: {message}")
 
 
-def check_semantics(config: dict) -> None:
-    """Cross-references that a schema cannot express: datasets, kinds, methods and their parameters."""
+def check_semantics(config: dict, root: Path | None = None) -> None:
+    """Cross-references that a schema cannot express: datasets, kinds, methods and their parameters; then
+    everything about the datasets and splits the config alone decides (uqcal.data.validate), all reported
+    at once. ``root`` (the repository) locates config/reference/ for checking ``paper_dataset`` names."""
     datasets = config["datasets"]
     for name, spec in datasets.items():
         if spec["source"]["type"] == "composite":
@@ -155,6 +157,42 @@ def check_semantics(config: dict) -> None:
                 raise ConfigError(
                     f"families.{family}.methods.{method}: depends on method {dep!r}, which is not configured"
                 )
+    problems = data_problems(config, root)
+    if problems:
+        listed = "\n".join(f"  - {p}" for p in problems)
+        raise ConfigError(problems[0] if len(problems) == 1 else f"{len(problems)} problems:\n{listed}")
+
+
+def data_problems(config: dict, root: Path | None = None) -> list[str]:
+    """Dataset entries, split parameters, methods' ``per_dataset`` tables and ``paper_dataset`` names."""
+    from uqcal.data.validate import config_problems
+
+    problems = config_problems(config)
+    for family, fam in config["families"].items():
+        for method, params in fam["methods"].items():
+            table = (params or {}).get("per_dataset")
+            if table is None:
+                continue
+            key = f"families.{family}.methods.{method}.per_dataset"
+            if not isinstance(table, dict):
+                problems.append(f"{key}: must map dataset -> {{param: value}}, got {table!r}")
+                continue
+            defaults = get_entry(family, method).load_class().defaults
+            for dataset, override in table.items():
+                if dataset not in fam["datasets"]:
+                    problems.append(f"{key}.{dataset}: {dataset!r} is not in families.{family}.datasets")
+                elif not isinstance(override, dict):
+                    problems.append(f"{key}.{dataset}: must map parameter -> value, got {override!r}")
+                else:
+                    unknown = sorted(set(override) - set(defaults) - {"per_dataset"})
+                    if unknown:
+                        problems.append(f"{key}.{dataset}: unknown parameter(s) {unknown}; accepted: "
+                                        f"{', '.join(sorted(set(defaults) - {'per_dataset'}))}")
+    if root is not None:
+        from uqcal.report.reference import paper_dataset_problems
+
+        problems += paper_dataset_problems(config, Path(root) / "config" / "reference")
+    return problems
 
 
 @dataclass(frozen=True)
@@ -257,11 +295,28 @@ def raw_dependencies(config: dict, dataset: str) -> list[str]:
     return []
 
 
+# Registry keys that only label a dataset in the report: editing them reruns no job.
+DISPLAY_KEYS = ("stands_in_for", "paper_dataset", "note")
+
+
+def job_spec(config: dict, dataset: str) -> dict:
+    """A dataset's registry entry as jobs see it: without the report-only labels (DISPLAY_KEYS)."""
+    return {k: v for k, v in config["datasets"][dataset].items() if k not in DISPLAY_KEYS}
+
+
 def dataset_job(config: dict, dataset: str) -> dict:
     """Everything materialising one dataset depends on."""
-    spec = config["datasets"][dataset]
-    deps = {name: config["datasets"][name] for name in raw_dependencies(config, dataset)}
-    return {"dataset": dataset, "spec": spec, "members": deps}
+    deps = {name: job_spec(config, name) for name in raw_dependencies(config, dataset)}
+    return {"dataset": dataset, "spec": job_spec(config, dataset), "members": deps}
+
+
+def job_params(family: str, method: str, params: dict | None, dataset: str) -> dict:
+    """A method's resolved parameters for one dataset's jobs: a ``per_dataset`` table keeps only that
+    dataset's entry, so adding or editing another dataset's entry reruns none of this dataset's jobs."""
+    resolved = resolve_params(family, method, params)
+    if isinstance(resolved.get("per_dataset"), dict):
+        resolved["per_dataset"] = {k: v for k, v in resolved["per_dataset"].items() if k == dataset}
+    return resolved
 
 
 def split_job(config: dict, family: str, dataset: str, setting: str, seed: int) -> dict:
@@ -272,7 +327,7 @@ def split_job(config: dict, family: str, dataset: str, setting: str, seed: int) 
         "dataset": dataset,
         "setting": setting,
         "seed": seed,
-        "dataset_spec": config["datasets"][dataset],
+        "dataset_spec": job_spec(config, dataset),
         "split_params": {**(fam.get("split") or {}), **setting_params},
     }
 
@@ -288,10 +343,10 @@ def run_job(config: dict, run: Run) -> dict:
         "setting": run.setting,
         "method": run.method,
         "seed": run.seed,
-        "dataset_spec": config["datasets"][run.dataset],
+        "dataset_spec": job_spec(config, run.dataset),
         "family_params": {"split": fam.get("split") or {}, "seeds": fam["seeds"]},
         "setting_params": setting_params,
-        "params": resolve_params(run.family, run.method, fam["methods"][run.method]),
+        "params": job_params(run.family, run.method, fam["methods"][run.method], run.dataset),
         "depends_on": entry.depends_on,
         "device": config.get("device", "auto"),
         "torch_threads": config.get("torch_threads", 1),

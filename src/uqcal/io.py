@@ -1,10 +1,12 @@
-"""Atomic artifact writes: a temp file in the target directory, then os.replace."""
+"""Atomic artifact writes (a temp file in the target directory, then os.replace) and safe torch loading."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import pickle
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,3 +77,46 @@ def torch_save(path: str | os.PathLike, obj: Any) -> None:
 
     with atomic_path(path) as tmp:
         torch.save(obj, tmp)
+
+
+class UnsafeArtifactError(pickle.UnpicklingError):
+    """A torch file holds something other than tensors, numpy arrays and plain containers."""
+
+
+def _numpy_safe_globals() -> list:
+    """What unpickling a numpy array or scalar needs, and nothing that runs code: the array rebuilder,
+    ndarray, dtype and its concrete classes (object arrays left out: their items would be arbitrary), and
+    ``bytes`` (an empty array's buffer is pickled as a ``bytes()`` call)."""
+    import numpy as np
+    try:
+        from numpy._core.multiarray import _reconstruct, scalar
+    except ImportError:  # numpy < 2
+        from numpy.core.multiarray import _reconstruct, scalar
+
+    dtype_classes = [cls for cls in vars(np.dtypes).values()
+                     if isinstance(cls, type) and issubclass(cls, np.dtype) and cls is not np.dtypes.ObjectDType]
+    return [_reconstruct, scalar, np.ndarray, np.dtype, bytes, *dtype_classes]
+
+
+def load_torch(path: str | os.PathLike, map_location: Any = "cpu") -> Any:
+    """``torch.load`` with ``weights_only=True``: tensors, state dicts, numpy arrays, numbers, strings and
+    containers load; anything else (a pickled class, a ``__reduce__`` payload) is refused with an error
+    naming the file and the object, before any of it runs.
+
+    model.pt and checkpoints are the files others share (``dvc pull``, a results archive), so every uqcal
+    reader goes through here; uqcal itself saves only those plain types.
+    """
+    import torch
+
+    try:
+        with torch.serialization.safe_globals(_numpy_safe_globals()):
+            return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as error:
+        found = re.search(r"GLOBAL ([\w.]+)", str(error))
+        what = f"a `{found.group(1)}` object" if found else "an object that is not a tensor or a plain container"
+        raise UnsafeArtifactError(
+            f"refusing to load {path}: it holds {what}. uqcal loads only tensors, numpy arrays, numbers, "
+            "strings and containers of them (torch.load weights_only=True), and writes nothing else; a file "
+            "that needs more was not written by uqcal and may run code when unpickled. Delete it and rerun "
+            "the job that makes it, or pull it again from a remote you trust."
+        ) from None

@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from uqcal.io import atomic_path, torch_save
+from uqcal.io import atomic_path, load_torch, torch_save
 
 RUN_OUTPUTS = ("model.pt", "predictions.parquet", "train_stats.json", "metrics.json")
 RESUME_DIR = ".resume"
@@ -100,9 +100,7 @@ class TrainingCheckpoint:
     def load(self) -> dict[str, Any] | None:
         if self.path is None or not self.path.exists():
             return None
-        import torch
-
-        state = torch.load(self.path, map_location="cpu", weights_only=False)
+        state = load_torch(self.path, map_location="cpu")  # tensors and plain containers only
         self.log.info("resuming from checkpoint %s (epoch %s)", self.path, state.get("epoch"))
         return state
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from uqcal.data import Table
+from uqcal.data.validate import DataValidationError, check_partition, partition_sizes
 
 
 def _rng(*parts) -> np.random.Generator:
@@ -21,15 +22,16 @@ def _rng(*parts) -> np.random.Generator:
 def _fractions(values: Sequence[float], name: str) -> np.ndarray:
     arr = np.asarray(values, dtype=float)
     if arr.shape != (3,) or np.any(arr < 0) or not np.isclose(arr.sum(), 1.0):
-        raise ValueError(f"{name} must be three non-negative fractions summing to 1, got {list(values)}")
+        raise DataValidationError(f"{name} must be three non-negative fractions summing to 1, got {list(values)}")
     return arr
 
 
 def _partition(items: np.ndarray, fractions: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+    """Shuffle, then cut by rounded fractions; a part with a positive fraction that rounding left empty
+    gets one item from the largest part (uqcal.data.validate.partition_sizes), so three tasks split
+    60/20/20 give 1/1/1 rather than 2/1/0."""
     items = items[rng.permutation(len(items))]
-    n = len(items)
-    n_train = int(round(fractions[0] * n))
-    n_val = int(round(fractions[1] * n))
+    n_train, n_val, _ = partition_sizes(len(items), fractions)
     return [items[:n_train], items[n_train : n_train + n_val], items[n_train + n_val :]]
 
 
@@ -73,15 +75,20 @@ def sample_task_episodes(
 def multitask_split(table: Table, params: dict, seed: int) -> dict:
     n_support, n_query = int(params["n_support"]), int(params.get("n_query", 30))
     min_size = int(params.get("min_task_size", n_support + n_query))
-    if min_size < n_support + n_query:
-        raise ValueError(f"split.min_task_size={min_size} < n_support + n_query = {n_support + n_query}")
+    if min_size < n_support + n_query:  # uqcal validate-config reports this before any job runs
+        raise DataValidationError(f"split.min_task_size={min_size} < n_support + n_query = {n_support + n_query}")
     rows = task_rows(table)
     eligible = np.array(sorted(t for t, r in rows.items() if len(r) >= min_size), dtype=object)
-    if len(eligible) < 3:
-        raise ValueError(f"dataset {table.name!r}: only {len(eligible)} tasks with >= {min_size} rows")
+    fractions = _fractions(params.get("task_fractions", [0.6, 0.2, 0.2]), "split.task_fractions")
+    sizes = sorted((len(r) for r in rows.values()), reverse=True)
+    check_partition(
+        table.name, f"tasks (tasks with >= split.min_task_size = {min_size} rows, of {len(rows)}; the largest "
+        f"have {sizes[:5]} rows)", len(eligible), fractions, 1,
+        "Lower split.min_task_size (it must stay >= n_support + n_query), lower n_support / n_query, or use a "
+        "dataset with more tasks.",
+    )
     # The task split depends on the seed only, so every N_S setting shares it.
-    train, val, test = _partition(eligible, _fractions(params.get("task_fractions", [0.6, 0.2, 0.2]),
-                                                       "split.task_fractions"), _rng(table.name, "tasks", seed))
+    train, val, test = _partition(eligible, fractions, _rng(table.name, "tasks", seed))
     episode_rng = _rng(table.name, "episodes", n_support, seed)
 
     def fixed_episodes(tasks: np.ndarray, per_task: int) -> list[dict]:
@@ -124,9 +131,12 @@ def holdout_split(table: Table, params: dict, seed: int) -> dict:
     else:
         frac = float(params.get("test_fraction", 0.2))
         if not 0 < frac < 1:
-            raise ValueError(f"test_fraction must be in (0, 1), got {frac}")
+            raise DataValidationError(f"test_fraction must be in (0, 1), got {frac}")
         perm = _rng(table.name, "holdout", seed).permutation(n)
         n_test = int(round(frac * n))
+        if n_test < 1 or n - n_test < 2:
+            raise DataValidationError(f"dataset {table.name!r}: {n} rows with test_fraction {frac} leave {n - n_test} "
+                                      f"training / {n_test} test rows; a holdout split needs >= 2 and >= 1")
         test, train = np.sort(perm[:n_test]), np.sort(perm[n_test:])
     return {"train": train.tolist(), "test": test.tolist(), **_standardisation(table, train)}
 
@@ -137,6 +147,9 @@ def kfold_split(table: Table, params: dict, seed: int) -> dict:
     folds = int(params.get("folds", 5))
     if table.spec.get("fixed_split"):
         return {**holdout_split(table, params, seed), "repeat": 0, "fold": 0}
+    if len(table.frame) < 2 * folds:
+        raise DataValidationError(f"dataset {table.name!r}: {len(table.frame)} rows are too few for {folds}-fold "
+                                  f"cross-validation (each fold needs >= 2 rows); lower `folds`")
     repeat, fold = divmod(seed, folds)
     splitter = KFold(n_splits=folds, shuffle=True, random_state=int(_rng(table.name, "kfold", repeat).integers(2**31)))
     train, test = list(splitter.split(np.arange(len(table.frame))))[fold]
@@ -205,9 +218,14 @@ def fewshot_split(table: Table, params: dict, seed: int) -> dict:
         test = np.array([c for c in usable if class_domain[c] == "test"], dtype=object)
     else:
         train, val, test = split_by_group(usable, fractions)
-    for part, name in ((train, "train"), (val, "val"), (test, "test")):
-        if len(part) < n_way:
-            raise ValueError(f"dataset {table.name!r}: {name} split has {len(part)} classes < n_way={n_way}")
+    if min(len(train), len(val), len(test)) < n_way:
+        raise DataValidationError(
+            f"dataset {table.name!r}: {len(usable)} of {len(rows)} classes have >= k_shot + max(n_query_test, "
+            f"n_query_train) = {min_rows} examples; split by class_fractions {[round(float(f), 3) for f in fractions]}"
+            f"{' over script groups' if group is not None else ''} they give train {len(train)} / val {len(val)} / "
+            f"test {len(test)} classes; every part needs at least n_way = {n_way}. Lower n_way, k_shot or the query "
+            f"sizes{', set group_disjoint: false' if group is not None else ''}, or use a dataset with more classes."
+        )
     ep_rng = _rng(table.name, "episodes", n_way, k_shot, seed)
     val_eps = [sample_fewshot_episode(rows, list(val), n_way, k_shot, n_query_test, ep_rng)
                for _ in range(int(params.get("n_val_episodes", 100)))]

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from uqcal.data.errors import DataSourceError
+from uqcal.data.validate import check_frame
 from uqcal.io import write_json, write_parquet
 
 SOURCE_MODULES = {
@@ -27,6 +28,7 @@ SOURCE_MODULES = {
     "csv": "uqcal.data.sources.csv",
     "synthetic": "uqcal.data.sources.synthetic",
     "hpo": "uqcal.data.sources.hpo",
+    "array": "uqcal.data.sources.array",
 }
 
 
@@ -36,12 +38,15 @@ def raw_paths(name: str, data_dir: str | Path = "data") -> tuple[Path, Path]:
 
 
 def apply_reshape(frame: pd.DataFrame, recipe: dict | None, name: str) -> pd.DataFrame:
-    """Config-driven reshapes. ``melt``: wide -> long with the variable name parsed by a regex."""
+    """Config-driven reshapes, in this order: ``melt`` (wide -> long with the variable name parsed by a
+    regex), ``lags`` (uqcal.data.lags), ``grid_regions`` (uqcal.data.grid), ``rename``, ``query``."""
     if not recipe:
         return frame
-    unknown = set(recipe) - {"melt", "rename", "query", "lags"}
+    from uqcal.data.validate import RESHAPE_STEPS
+
+    unknown = set(recipe) - set(RESHAPE_STEPS)
     if unknown:
-        raise DataSourceError(f"datasets.{name}.reshape: unknown step(s) {sorted(unknown)}")
+        raise DataSourceError(f"datasets.{name}.reshape: unknown step(s) {sorted(unknown)}; known: {list(RESHAPE_STEPS)}")
     if "melt" in recipe:
         melt = recipe["melt"]
         id_vars = melt.get("id_vars", [])
@@ -58,6 +63,10 @@ def apply_reshape(frame: pd.DataFrame, recipe: dict | None, name: str) -> pd.Dat
         from uqcal.data.lags import lagged_long
 
         frame = lagged_long(frame, **recipe["lags"])
+    if "grid_regions" in recipe:  # e.g. an elevation grid: k x k spatial regions as tasks, (x, y) features
+        from uqcal.data.grid import grid_regions
+
+        frame = grid_regions(frame, name, **recipe["grid_regions"])
     if "rename" in recipe:
         frame = frame.rename(columns=recipe["rename"])
     if "query" in recipe:
@@ -102,10 +111,11 @@ def materialise(name: str, spec: dict, data_dir: str | Path = "data") -> tuple[P
     frame, provenance = _load_source(name, spec, data_dir / "downloads", data_dir)
     frame = apply_reshape(frame, spec.get("reshape"), name)
     frame = frame.drop(columns=[c for c in spec.get("drop", []) if c in frame.columns])
+    frame.columns = [str(c) for c in frame.columns]
+    # One check of everything the config expects of the data, every problem listed at once.
+    frame, checked = check_frame(name, spec, frame)
     if "max_rows" in spec and len(frame) > spec["max_rows"]:
         frame = frame.sample(n=spec["max_rows"], random_state=0).reset_index(drop=True)
-    frame.columns = [str(c) for c in frame.columns]
-    _check_roles(name, spec, frame)
     parquet_path, json_path = raw_paths(name, data_dir)
     write_parquet(parquet_path, frame)
     record = {
@@ -114,25 +124,13 @@ def materialise(name: str, spec: dict, data_dir: str | Path = "data") -> tuple[P
         **provenance,
         "rows": int(len(frame)),
         "columns": int(frame.shape[1]),
+        "missing": spec.get("missing", "error"),
+        "rows_dropped_missing": 0,
+        **checked,
         "sha256_parquet": hashlib.sha256(parquet_path.read_bytes()).hexdigest(),
-        "stands_in_for": spec.get("stands_in_for"),
-        "paper_dataset": spec.get("paper_dataset"),
     }
     write_json(json_path, record)
     return parquet_path, record
-
-
-def _check_roles(name: str, spec: dict, frame: pd.DataFrame) -> None:
-    for role in ("target", "task", "group"):
-        col = spec.get(role)
-        if col and col not in frame.columns and not (role == "group" and spec["kind"] == "fewshot_classification"):
-            raise DataSourceError(
-                f"datasets.{name}.{role}: column {col!r} not in the data; columns: {list(frame.columns)[:20]}"
-            )
-    if isinstance(spec.get("features"), list):
-        missing = [c for c in spec["features"] if c not in frame.columns]
-        if missing:
-            raise DataSourceError(f"datasets.{name}.features: columns {missing} not in the data")
 
 
 @dataclass

@@ -1,10 +1,18 @@
 """Build ``reports/``: an index page and one page per family (claims first, then tables beside the paper's
-numbers, figures and provenance), Markdown tables, SVG/PNG figures, and DVC metrics/plots files."""
+numbers, figures and provenance), Markdown tables, SVG/PNG figures, and DVC metrics/plots files.
+
+The report is the config's own: it covers the config's families only, and reads ``results/`` through a
+view that holds exactly the runs the config plans (its datasets, settings, methods and seeds), so runs
+that other configs left in ``results/`` never reach a table, claim or figure."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import logging
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from html import escape
 from importlib import resources
@@ -20,7 +28,7 @@ from uqcal.report.figures import FigureContext, build_figure, pit_values
 from uqcal.report.provenance import Provenance, collect
 from uqcal.report.reference import DatasetRelation, Reference, load_reference, relate_dataset
 from uqcal.report.results import load_predictions, load_runs, load_summary
-from uqcal.report.tables import BuiltTable, build_table, to_html, to_markdown
+from uqcal.report.tables import FAILURE_MARK, BuiltTable, build_table, fit_failure_counts, to_html, to_markdown
 
 log = logging.getLogger("uqcal.report")
 
@@ -57,6 +65,67 @@ def dataset_registry(config: dict, base: Path) -> dict:
     return registry
 
 
+def planned_runs(config: dict, family: str) -> dict[tuple[str, str, str], list[int]]:
+    """(dataset, setting, method) -> seeds that the config plans for ``family``."""
+    from uqcal.config import iter_runs
+
+    plan: dict[tuple[str, str, str], list[int]] = {}
+    for run in iter_runs(config, [family]):
+        plan.setdefault((run.dataset, run.setting, run.method), []).append(run.seed)
+    return plan
+
+
+@contextlib.contextmanager
+def planned_view(config: dict, results_dir: Path, families: list[str]) -> Iterator[Path]:
+    """A temporary ``results/`` holding only the config's planned runs (links to the real run folders)
+    and each family's ``summary.csv`` rows for them; every reader of the report goes through it."""
+    from uqcal.aggregate import collect_metrics, summarise
+
+    results_dir = Path(results_dir).resolve()
+    with tempfile.TemporaryDirectory(prefix="uqcal-report-view-") as tmp:
+        view = Path(tmp)
+        for family in families:
+            plan = planned_runs(config, family)
+            for (dataset, setting, method), seeds in plan.items():
+                for seed in seeds:
+                    source = results_dir / family / dataset / setting / method / f"seed{seed}"
+                    if source.is_dir():
+                        link = view / family / dataset / setting / method / f"seed{seed}"
+                        link.parent.mkdir(parents=True, exist_ok=True)
+                        link.symlink_to(source, target_is_directory=True)
+            # summary.csv as `uqcal aggregate` writes it for this config, from the planned runs only (a
+            # summary.csv on disk may be another config's, over other seeds).
+            long = collect_metrics(family, config["families"][family], view, missing_ok=True)
+            if not long.empty:
+                write_text(view / family / "summary.csv", summarise(long).to_csv(index=False, float_format="%.6g"))
+        yield view
+
+
+def load_fit_failures(results_dir: Path, family: str, runs: pd.DataFrame) -> pd.DataFrame:
+    """(dataset, setting, method, seed, fit_failures), one row per run: the count from its train_stats.json
+    (the shared convention), else from its metrics.json (which carries train_stats' numbers), else 0."""
+    from uqcal.report.results import run_dirs
+
+    logged = {}
+    if not runs.empty:
+        for rec in runs[runs["metric"] == "fit_failures"].itertuples(index=False):
+            logged[(rec.dataset, str(rec.setting), rec.method, int(rec.seed))] = float(rec.value)
+    rows = []
+    for run_dir in run_dirs(results_dir, family):
+        key = (*run_dir.parts[-4:-1], int(run_dir.name[4:]))
+        value = logged.get(key, 0.0)
+        stats = run_dir / "train_stats.json"
+        if stats.exists():
+            try:
+                found = json.loads(stats.read_text()).get("fit_failures")
+            except json.JSONDecodeError:
+                found = None
+            if isinstance(found, (int, float)) and not isinstance(found, bool):
+                value = float(found)
+        rows.append((*key, value))
+    return pd.DataFrame(rows, columns=["dataset", "setting", "method", "seed", "fit_failures"])
+
+
 @dataclass
 class FamilyReport:
     family: str
@@ -68,6 +137,7 @@ class FamilyReport:
     datasets: list[str]
     n_runs: int
     reference: Reference
+    failures: pd.DataFrame | None = None
 
 
 def _metrics_json(summary: pd.DataFrame, metrics: list[str] | None = None) -> dict:
@@ -132,13 +202,15 @@ def build_family(
         runs = runs.astype({"setting": str})
     reference = load_reference(reference_dir, spec.get("reference", family))
     datasets = list(dict.fromkeys(list(summary["dataset"]) + list(runs["dataset"] if not runs.empty else [])))
-    relations: dict[str, DatasetRelation] = {d: relate_dataset(d, registry, reference) for d in datasets}
+    relations: dict[str, DatasetRelation] = {d: relate_dataset(d, registry, reference, family=family)
+                                             for d in datasets}
+    failures = load_fit_failures(results_dir, family, runs)
     names = {**reference.method_names, **(spec.get("method_names") or {})}
     ctx = ClaimContext(family, summary, runs, reference, relations, results_dir)
     claims = evaluate_claims(spec.get("claims") or [], ctx)
     tables = []
     for table_spec in spec.get("tables") or []:
-        table = build_table(table_spec, summary, runs, reference, relations)
+        table = build_table(table_spec, summary, runs, reference, relations, failures)
         tables.append(table)
         write_text(fam_out / "tables" / f"{table.id}.md", to_markdown(table, names))
         write_text(fam_out / "tables" / f"{table.id}.html", to_html(table, names))
@@ -165,7 +237,7 @@ def build_family(
     )
     _dvc_plot_data(family, spec, results_dir, fam_out)
     n_runs = int(runs.groupby(["dataset", "setting", "method", "seed"]).ngroups) if not runs.empty else 0
-    return FamilyReport(family, spec, summary, claims, tables, figures, datasets, n_runs, reference)
+    return FamilyReport(family, spec, summary, claims, tables, figures, datasets, n_runs, reference, failures)
 
 
 def _build_family_task(task: tuple) -> FamilyReport:
@@ -188,6 +260,14 @@ def family_page(rep: FamilyReport, prov: Provenance, reference: Reference, famil
         )
     else:
         body.append(f"<p>{rep.n_runs} runs on datasets: {escape(', '.join(rep.datasets))}.</p>")
+    failed = {key: counts for key, counts in fit_failure_counts(rep.failures).items() if counts[0]}
+    if failed:
+        cells = "; ".join(f"{'/'.join(key)}: {k} of {n}" for key, (k, n) in sorted(failed.items()))
+        body.append(
+            f'<p class="fitfail"><b>{FAILURE_MARK} Failed fits</b> in {sum(k for k, _ in failed.values())} runs '
+            f"(fit_failures &gt; 0 in train_stats.json; the job logged a warning naming each run): "
+            f"{escape(cells)}. Table cells built on them are marked {FAILURE_MARK} k/n.</p>"
+        )
     body.append(f"<h2>Claims checklist ({escape(H.claims_count(rep.claims))})</h2>")
     body.append(H.claims_html(rep.claims))
     body.append("<h2>Tables</h2>")
@@ -231,6 +311,48 @@ def index_page(reports: list[FamilyReport], prov: Provenance, title: str) -> str
     return H.page(title, "\n".join(body), _nav("", [r.family for r in reports]))
 
 
+def report_families(config: dict, families: list[str] | None = None) -> list[str]:
+    """The families a config's report covers: those it runs (or the asked-for subset of them), in the
+    papers' order; a family the config does not run has no page (it is not 'not run', it is not asked)."""
+    planned = [f for f in FAMILIES if f in (config.get("families") or {})]
+    if families is None:
+        wanted = (config.get("report") or {}).get("families")
+        return [f for f in planned if f in wanted] if wanted else planned
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown:
+        raise ValueError(f"unknown report families {unknown}; known: {list(FAMILIES)}")
+    absent = [f for f in families if f not in planned]
+    if absent:
+        raise ValueError(f"report families {absent} are not in the config (it runs {planned})")
+    return [f for f in planned if f in families]
+
+
+def config_datasets(config: dict, families: list[str]) -> list[str]:
+    """The datasets the families run, with the datasets composite ones are built from."""
+    names: dict[str, None] = {}
+    registry = config.get("datasets") or {}
+    for family in families:
+        for dataset in config["families"][family]["datasets"]:
+            source = (registry.get(dataset) or {}).get("source") or {}
+            for member in ([source.get("train"), source.get("test")] if source.get("type") == "composite" else []):
+                names.setdefault(member, None)
+            names.setdefault(dataset, None)
+    return list(names)
+
+
+def planned_jobs(config: dict, families: list[str]) -> list[str]:
+    """``<rule>/<job>`` names of the config's Snakemake jobs, as their benchmark files are named."""
+    jobs = [f"materialise/{d}" for d in config_datasets(config, families)] + ["report/report"]
+    for family in families:
+        jobs.append(f"aggregate/{family}")
+        splits = set()
+        for dataset, setting, method in planned_runs(config, family):
+            splits.add(f"split/{family}/{dataset}/{setting}")
+            jobs.append(f"train/{family}/{dataset}/{setting}/{method}")
+        jobs += sorted(splits)
+    return jobs
+
+
 def build_reports(
     config: dict,
     config_path: str,
@@ -249,22 +371,21 @@ def build_reports(
     if reference_dir is None:
         candidate = Path(config_path).resolve().parent / "reference"
         reference_dir = candidate if candidate.is_dir() else base / "config" / "reference"
-    families = list(families or FAMILIES)
-    unknown = [f for f in families if f not in FAMILIES]
-    if unknown:
-        raise ValueError(f"unknown report families {unknown}; known: {list(FAMILIES)}")
+    families = report_families(config, families)
     registry = dataset_registry(config, base)
-    prov = collect(config_path, base, logs_dir, data_dir)
-    tasks = [(family, load_spec(family, spec_dir), config, registry, results_dir, out_dir, Path(reference_dir))
-             for family in families]
-    if jobs > 1 and len(tasks) > 1:
-        # Families are independent; at the end of a run nothing else needs the cores.
-        from concurrent.futures import ProcessPoolExecutor
+    prov = collect(config_path, base, logs_dir, data_dir, datasets=config_datasets(config, families),
+                   jobs=planned_jobs(config, families))
+    with planned_view(config, results_dir, families) as view:
+        tasks = [(family, load_spec(family, spec_dir), config, registry, view, out_dir, Path(reference_dir))
+                 for family in families]
+        if jobs > 1 and len(tasks) > 1:
+            # Families are independent; at the end of a run nothing else needs the cores.
+            from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
-            reports = list(pool.map(_build_family_task, tasks))
-    else:
-        reports = [_build_family_task(task) for task in tasks]
+            with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
+                reports = list(pool.map(_build_family_task, tasks))
+        else:
+            reports = [_build_family_task(task) for task in tasks]
     for rep in reports:
         write_text(out_dir / rep.family / "index.html", family_page(rep, prov, rep.reference, families))
     title = (config.get("report") or {}).get("title", "uqcal reports")

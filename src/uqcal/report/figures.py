@@ -20,7 +20,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from uqcal.io import write_bytes  # noqa: E402
+from uqcal.io import load_torch, write_bytes  # noqa: E402
 from uqcal.report.results import load_predictions  # noqa: E402
 
 plt.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "uqcal", "figure.dpi": 100})
@@ -147,9 +147,8 @@ def build_pit_calibration(spec: dict, ctx: FigureContext) -> list:
 
 
 def _load_model_state(run_dir: Path):
-    import torch  # model.pt holds numpy arrays next to tensors: our own trusted artifact
-
-    return torch.load(run_dir / "model.pt", map_location="cpu", weights_only=False)
+    # weights_only: a model.pt pulled from a shared remote must not run code when the report reads it
+    return load_torch(run_dir / "model.pt", map_location="cpu")
 
 
 def build_calibration_map(spec: dict, ctx: FigureContext) -> list:

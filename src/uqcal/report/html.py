@@ -28,6 +28,7 @@ figure{margin:1em 0} figcaption{font-size:.9em;margin-bottom:.3em} .note,.skip{c
 .figs img{max-width:100%;border:1px solid #eee}
 .scroll{overflow-x:auto} details{margin:.4em 0} summary{cursor:pointer;color:#225}
 code{background:#f4f4f4;padding:0 .2em} ul.tablenotes{font-size:.85em;margin:.2em 0 0 1em}
+td.fitfail{background:#fde8e8} span.fitfail{color:#a11;font-weight:bold} p.fitfail{color:#a11}
 """
 
 

@@ -134,12 +134,21 @@ def _logged_resources(log_path: Path) -> tuple[float, float] | None:
     return float(cpu), float(rss)
 
 
-def read_benchmarks(logs_dir: Path) -> pd.DataFrame:
-    """Snakemake benchmark TSVs under ``<logs_dir>/bench/<rule>/...tsv`` (columns s, h:m:s, max_rss, ...).
+def _planned(rule: str, job: str, jobs: set[str] | None) -> bool:
+    if jobs is None:
+        return True
+    name = f"{rule}/{job}"
+    return name in jobs or any(name.startswith(j + "/") for j in jobs)
+
+
+def read_benchmarks(logs_dir: Path, jobs: list[str] | None = None) -> pd.DataFrame:
+    """Snakemake benchmark TSVs under ``<logs_dir>/bench/<rule>/...tsv`` (columns s, h:m:s, max_rss, ...);
+    with ``jobs`` (``<rule>/<job>`` names, e.g. ``train/rio/concrete/holdout/rio``), only those jobs'.
 
     Wall seconds come from the benchmark; CPU seconds and peak memory from the job's own log line
     (``<logs_dir>/<rule>/....log``) when it has one, else from the benchmark.
     """
+    wanted = set(jobs) if jobs is not None else None
     rows = []
     root = Path(logs_dir) / "bench"
     for path in sorted(root.rglob("*.tsv")) if root.is_dir() else []:
@@ -150,6 +159,9 @@ def read_benchmarks(logs_dir: Path) -> pd.DataFrame:
         if "s" not in frame.columns or frame.empty:
             continue
         rel = path.relative_to(root)
+        job = str(rel.with_suffix(""))[len(rel.parts[0]) + 1 :] or rel.stem
+        if not _planned(rel.parts[0], job, wanted):
+            continue
         cpu = float(pd.to_numeric(frame.get("cpu_time", pd.Series([float("nan")])), errors="coerce").mean())
         rss = float(pd.to_numeric(frame.get("max_rss", pd.Series([float("nan")])), errors="coerce").mean())
         logged = _logged_resources(Path(logs_dir) / rel.with_suffix(".log"))
@@ -158,7 +170,7 @@ def read_benchmarks(logs_dir: Path) -> pd.DataFrame:
         rows.append(
             {
                 "rule": rel.parts[0],
-                "job": str(rel.with_suffix(""))[len(rel.parts[0]) + 1 :] or rel.stem,
+                "job": job,
                 "seconds": float(frame["s"].mean()),
                 "cpu_seconds": cpu,
                 "max_rss_mb": rss,
@@ -181,7 +193,10 @@ def read_dataset_records(data_dir: Path, names: list[str] | None = None) -> dict
     return records
 
 
-def collect(config_path: str | Path, repo: Path, logs_dir: Path, data_dir: Path) -> Provenance:
+def collect(config_path: str | Path, repo: Path, logs_dir: Path, data_dir: Path,
+            datasets: list[str] | None = None, jobs: list[str] | None = None) -> Provenance:
+    """Provenance of one run: with ``datasets`` / ``jobs`` (the config's), only their records and timings,
+    not those of whatever else was run in the same folders."""
     commit, dirty = git_state(Path(repo))
     return Provenance(
         config_path=str(config_path),
@@ -191,6 +206,6 @@ def collect(config_path: str | Path, repo: Path, logs_dir: Path, data_dir: Path)
         packages=package_versions(),
         device=device_description(),
         python=platform.python_version(),
-        benchmarks=read_benchmarks(logs_dir),
-        datasets=read_dataset_records(data_dir),
+        benchmarks=read_benchmarks(logs_dir, jobs),
+        datasets=read_dataset_records(data_dir, datasets),
     )

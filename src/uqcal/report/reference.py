@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,13 +74,6 @@ def load_reference(reference_dir: Path, family: str) -> Reference:
     )
 
 
-def _mentions(text: str, name: str) -> bool:
-    """Whole-word, case-insensitive mention of a paper dataset name, ignoring spaces around '->'."""
-    squash = lambda s: re.sub(r"\s*->\s*", "->", s)  # noqa: E731
-    pattern = r"(?<![A-Za-z0-9])" + re.escape(squash(name)) + r"(?![A-Za-z0-9])"
-    return re.search(pattern, squash(text), flags=re.IGNORECASE) is not None
-
-
 @dataclass(frozen=True)
 class DatasetRelation:
     """How one of our datasets relates to the paper: ``same`` data, a ``stand_in``, or ``none``."""
@@ -103,28 +95,70 @@ class DatasetRelation:
         return self.ours
 
 
-def relate_dataset(
-    dataset: str, registry: dict, reference: Reference, candidates: list[str] | None = None
-) -> DatasetRelation:
-    """Match our dataset to a paper dataset via the reference's aliases, the registry's ``paper_dataset``
-    (same data) or ``stands_in_for`` (different data). The first paper dataset mentioned wins."""
+def paper_dataset_for(spec: dict, family: str) -> str | None:
+    """The registry entry's ``paper_dataset`` for ``family``: a string applies to every family, a mapping
+    ``{family: name}`` names it per family (our ``concrete`` is RIO's ``CCS`` and QR's ``Concrete Strength``)."""
+    value = (spec or {}).get("paper_dataset")
+    if isinstance(value, dict):
+        value = value.get(family)
+    return str(value) if value else None
+
+
+def resolve_paper_name(name: str, reference: Reference, candidates: list[str] | None = None) -> str | None:
+    """The reference's spelling of paper dataset ``name`` (exact, case-insensitive, or one of the names the
+    reference's ``dataset_aliases`` list for it); None if the reference has no such dataset."""
     names = candidates if candidates is not None else reference.paper_datasets()
+    wanted = name.strip().lower()
+    for known in names:
+        if known.lower() == wanted:
+            return known
+    for known in names:
+        if wanted in [a.lower() for a in reference.dataset_aliases.get(known, [])]:
+            return known
+    return None
+
+
+def relate_dataset(
+    dataset: str, registry: dict, reference: Reference, candidates: list[str] | None = None,
+    family: str | None = None,
+) -> DatasetRelation:
+    """How our dataset relates to the paper, from explicit registry keys only (never from words in free
+    text): ``paper_dataset`` names the paper dataset whose published numbers go beside ours; the entry is
+    the paper's own data unless it also has ``stands_in_for`` (free text: what it replaces), which makes it
+    a stand-in. Without ``paper_dataset`` no paper numbers are shown."""
     spec = registry.get(dataset) or {}
-    for name in names:
-        if dataset.lower() in [a.lower() for a in reference.dataset_aliases.get(name, [])]:
-            return DatasetRelation(dataset, name, "same")
-    same_text = str(spec.get("paper_dataset") or "")
+    named = paper_dataset_for(spec, family or reference.family)
+    paper = None
+    if named:
+        # A name the reference does not know (a family whose reference has no tables, e.g. bo) is kept as a
+        # label; uqcal validate-config rejects it where the reference has datasets to match.
+        paper = resolve_paper_name(named, reference, candidates) or named
     stand_text = str(spec.get("stands_in_for") or "")
-    for text, kind in ((same_text, "same"), (stand_text, "stand_in")):
-        if not text:
-            continue
-        hits = sorted(
-            (m.start(), name)
-            for name in names
-            if (m := re.search(re.escape(name.split("->")[0]), text, re.I)) and _mentions(text, name)
-        )
-        if hits:
-            return DatasetRelation(dataset, hits[0][1], kind, text)
     if stand_text:
-        return DatasetRelation(dataset, None, "stand_in", stand_text)
-    return DatasetRelation(dataset, None, "none", same_text)
+        return DatasetRelation(dataset, paper, "stand_in", stand_text)
+    if paper:
+        return DatasetRelation(dataset, paper, "same", named)
+    return DatasetRelation(dataset, None, "none", "")
+
+
+def paper_dataset_problems(config: dict, reference_dir: Path) -> list[str]:
+    """``paper_dataset`` entries of the datasets a config runs that name no dataset of that family's
+    published tables (config/reference/<family>.yaml), each with the names it could be."""
+    problems = []
+    references: dict[str, Reference] = {}
+    for family, fam in config["families"].items():
+        for dataset in fam["datasets"]:
+            spec = config["datasets"][dataset]
+            named = paper_dataset_for(spec, family)
+            if not named:
+                continue
+            reference = references.setdefault(family, load_reference(reference_dir, family))
+            known = reference.paper_datasets()
+            if known and resolve_paper_name(named, reference) is None:
+                problems.append(
+                    f"datasets.{dataset}.paper_dataset: {named!r} is not a dataset of the {family} paper's published "
+                    f"tables ({reference.path}); known: {known}"
+                    + ("" if isinstance(spec.get("paper_dataset"), dict) else
+                       f" (use a mapping, e.g. {{{family}: ...}}, to name it per family)")
+                )
+    return problems

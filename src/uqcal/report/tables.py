@@ -62,6 +62,8 @@ class Cell:
     paper: dict | None = None  # reference record
     verdict: str = ""  # within | outside | no spread | stand-in | ""
     marks: str = ""  # "†" / "‡": differs from the marks_against method (paired t-test / Wilcoxon, 5 %)
+    failed_runs: int = 0  # runs of this cell whose fit failed (fit_failures > 0 in train_stats.json)
+    checked_runs: int = 0  # runs of this cell
 
 
 @dataclass
@@ -88,6 +90,21 @@ class BuiltTable:
     not_run: list[str]
     notes: list[str]
     marks_against: str | None = None
+    failed_cells: int = 0  # cells with a failed fit (marked ⚠)
+
+
+FAILURE_MARK = "⚠"
+FAILURE_NOTE = (f"{FAILURE_MARK} k/n: k of the n runs behind the cell had a failed fit (fit_failures > 0 in their "
+                "train_stats.json: the optimiser reported a non-finite loss, a Cholesky failure after jitter, or an "
+                "abnormal stop). Their numbers are included as they came out.")
+
+
+def fit_failure_counts(failures: pd.DataFrame | None) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """(dataset, setting, method) -> (runs with fit_failures > 0, runs)."""
+    if failures is None or failures.empty:
+        return {}
+    grouped = failures.assign(failed=failures["fit_failures"] > 0).groupby(["dataset", "setting", "method"])
+    return {key: (int(g["failed"].sum()), len(g)) for key, g in grouped}
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
@@ -114,8 +131,13 @@ def build_table(
     runs: pd.DataFrame,
     reference: Reference,
     relations: dict[str, DatasetRelation],
+    failures: pd.DataFrame | None = None,
 ) -> BuiltTable:
-    """One table from its spec entry (id, title, metric(s), methods, lower_is_better, test, paper_table)."""
+    """One table from its spec entry (id, title, metric(s), methods, lower_is_better, test, paper_table).
+
+    ``failures`` (dataset, setting, method, seed, fit_failures), one row per run that reported a count,
+    marks the cells with a failed fit."""
+    failure_counts = fit_failure_counts(failures)
     metrics = list(spec.get("metrics") or [spec["metric"]])
     test = spec.get("test", "ttest")
     if test not in TESTS:
@@ -173,6 +195,7 @@ def build_table(
                     cell.bold = method in marked
                     if against and method != against and against in per_seed and method in per_seed:
                         cell.marks = significance_marks(per_seed[method], per_seed[against], alpha)
+                    cell.failed_runs, cell.checked_runs = failure_counts.get((dataset, str(setting), method), (0, 0))
                 if paper_table is not None and relation.paper is not None:
                     cell.paper = reference.value(paper_table["id"], relation.paper, str(setting), method, metric)
                     factor = paper_units.get(metric)  # e.g. the paper prints % where we store fractions
@@ -200,6 +223,9 @@ def build_table(
             f"Stand-in: our dataset '{name}' stands in for {target} ({rel.note}); "
             "paper values beside it are for a different dataset and are not comparable."
         )
+    failed_cells = sum(1 for r in rows for c in r.cells.values() if c.failed_runs)
+    if failed_cells:
+        notes.insert(0, FAILURE_NOTE)
     for name, rel in {r.dataset: r.relation for r in rows if r.relation.kind == "same"}.items():
         notes.append(
             f"Same data: our '{name}' is the paper's '{rel.paper}'; 'within' means our mean lies "
@@ -220,7 +246,12 @@ def build_table(
         not_run=not_run,
         notes=notes,
         marks_against=spec.get("marks_against"),
+        failed_cells=failed_cells,
     )
+
+
+def _failure_text(cell: Cell) -> str:
+    return f" {FAILURE_MARK} {cell.failed_runs}/{cell.checked_runs}" if cell.failed_runs else ""
 
 
 def _cell_text(cell: Cell) -> str:
@@ -288,7 +319,7 @@ def to_markdown(table: BuiltTable, names: dict[str, str] | None = None) -> str:
                     cells.append(_paper_text(cell))
                 else:
                     text = _cell_text(cell)
-                    cells.append(f"**{text}**" if cell.bold and cell.mean is not None else text)
+                    cells.append((f"**{text}**" if cell.bold and cell.mean is not None else text) + _failure_text(cell))
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     lines.append("")
     lines.append(
@@ -345,10 +376,16 @@ def to_html(table: BuiltTable, names: dict[str, str] | None = None) -> str:
                 else:
                     text = esc(_cell_text(cell))
                     title = f' title="n={cell.n}"' if cell.mean is not None else ""
+                    failed = ""
+                    if cell.failed_runs:
+                        title = (f' title="n={cell.n}; {cell.failed_runs} of {cell.checked_runs} runs had a failed '
+                                 'fit (fit_failures &gt; 0)"')
+                        failed = f' <span class="fitfail">{esc(_failure_text(cell).strip())}</span>'
+                    klass = ' class="fitfail"' if cell.failed_runs else ""
                     tds.append(
-                        f"<td{title}><b>{text}</b></td>"
+                        f"<td{title}{klass}><b>{text}</b>{failed}</td>"
                         if cell.bold and cell.mean is not None
-                        else f"<td{title}>{text}</td>"
+                        else f"<td{title}{klass}>{text}{failed}</td>"
                     )
             out.append("<tr>" + "".join(tds) + "</tr>")
         out.append("</tbody></table>")

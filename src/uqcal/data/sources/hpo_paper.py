@@ -25,14 +25,13 @@ never a partial file) and how to score one configuration. Caching and the search
   diverged configuration scores (near) 1.
 
 Readers (arrays, not tables): :func:`read_20news` (``20news-bydate.tar.gz``), :func:`read_cifar10`
-(``cifar-10-python.tar.gz``: pickled ``data_batch_1..5`` and ``test_batch``, rows are the 1024 red, then
-green, then blue pixels of a 32x32 image), :func:`read_svhn` (``train_32x32.mat`` / ``test_32x32.mat``:
+(``cifar-10-binary.tar.gz``: ``data_batch_1..5.bin`` and ``test_batch.bin``, records of one label byte and
+the 1024 red, then green, then blue pixels of a 32x32 image; no pickle is read), :func:`read_svhn` (``train_32x32.mat`` / ``test_32x32.mat``:
 ``X`` is 32x32x3xN, ``y`` in 1..10 with 10 meaning the digit 0). Images come back as uint8 (N, 3, 32, 32).
 """
 
 from __future__ import annotations
 
-import pickle
 import re
 import tarfile
 from pathlib import Path
@@ -163,28 +162,37 @@ def read_20news(path: str | Path) -> dict[str, tuple[list[str], np.ndarray]]:
     return out
 
 
-def _unpickle(data: bytes) -> dict:
-    batch = pickle.loads(data, encoding="bytes")  # the archive is sha256-pinned (url source)
-    return {(k.decode() if isinstance(k, bytes) else k): v for k, v in batch.items()}
+_CIFAR_RECORD = 1 + 3 * 32 * 32  # binary version: one label byte, then the red, green and blue 32x32 planes
+
+
+def _cifar_records(data: bytes, name: str, path) -> tuple[np.ndarray, np.ndarray]:
+    if len(data) % _CIFAR_RECORD:
+        raise DataSourceError(f"{path}: {name} holds {len(data)} bytes, not a whole number of "
+                              f"{_CIFAR_RECORD}-byte CIFAR-10 records")
+    records = np.frombuffer(data, dtype=np.uint8).reshape(-1, _CIFAR_RECORD)
+    return records[:, 1:].reshape(-1, 3, 32, 32), records[:, 0].astype(np.int64)
 
 
 def read_cifar10(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(X_train, y_train, X_test, y_test) from ``cifar-10-python.tar.gz``; X uint8 (N, 3, 32, 32)."""
-    batches: dict[str, dict] = {}
+    """(X_train, y_train, X_test, y_test) from ``cifar-10-binary.tar.gz`` (the binary version: fixed-size
+    records, read with numpy; the python version's pickled batches are never unpickled); X uint8 (N, 3, 32, 32)."""
+    batches: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    pickled = False
     with tarfile.open(path, "r:*") as archive:
         for member in archive:
             base = member.name.rsplit("/", 1)[-1]
-            if member.isfile() and re.fullmatch(r"data_batch_[1-5]|test_batch", base):
-                batches[base] = _unpickle(archive.extractfile(member).read())
+            if member.isfile() and re.fullmatch(r"data_batch_[1-5]\.bin|test_batch\.bin", base):
+                batches[base[:-4]] = _cifar_records(archive.extractfile(member).read(), base, path)
+            pickled |= bool(re.fullmatch(r"data_batch_[1-5]|test_batch", base))
     expected = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
     missing = [b for b in expected if b not in batches]
     if missing:
-        raise DataSourceError(f"{path}: not the CIFAR-10 python archive: missing {missing}")
+        hint = (" It is the python version (pickled batches), which uqcal does not unpickle: download "
+                "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz instead.") if pickled else ""
+        raise DataSourceError(f"{path}: not the CIFAR-10 binary archive: missing {[m + '.bin' for m in missing]}.{hint}")
 
     def arrays(names):
-        X = np.concatenate([np.asarray(batches[n]["data"], dtype=np.uint8) for n in names])
-        y = np.concatenate([np.asarray(batches[n]["labels"], dtype=np.int64) for n in names])
-        return X.reshape(-1, 3, 32, 32), y
+        return (np.concatenate([batches[n][0] for n in names]), np.concatenate([batches[n][1] for n in names]))
 
     return (*arrays(expected[:5]), *arrays(expected[5:]))
 

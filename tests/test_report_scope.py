@@ -1,0 +1,114 @@
+"""The report is the config's own (issue 19): only its families, datasets, settings, methods and seeds,
+provenance for its datasets and jobs only; and a failed fit is marked on its table cell."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.test_report_tree import build_smoke_like_tree, write_run, write_summary
+from uqcal.io import write_json, write_text
+from uqcal.report.build import build_reports, planned_jobs
+
+REFERENCE_DIR = Path(__file__).resolve().parents[1] / "config" / "reference"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("scope")
+    tree = build_smoke_like_tree(root, seeds=3, rio_datasets=("concrete", "diabetes"))
+    config = copy.deepcopy(tree["config"])
+    del config["families"]["bo"]  # a family this config does not run
+    config["families"]["rio"]["datasets"] = ["concrete"]  # diabetes's runs belong to another config
+    del config["families"]["rio"]["methods"]["svgp"]  # and so do svgp's
+    results = tree["results"]
+    # Leftovers of other configs: a seed beyond this config's 3, another dataset, another method, and a
+    # summary.csv written by a config that ran all of them.
+    for method in ("rio", "nn"):
+        write_run(results, "rio", "concrete", "holdout", method, 7, {"rmse": 1000.0, "nlpd": 1000.0})
+    write_run(results, "rio", "boston", "holdout", "rio", 0, {"rmse": 3.0, "nlpd": 2.0})
+    write_summary(results, "rio")
+    # A failed fit in one of the planned runs (seed 1 of rio on concrete), and none in another cell.
+    write_json(results / "rio" / "concrete" / "holdout" / "rio" / "seed1" / "train_stats.json", {"fit_failures": 2})
+    for seed in range(3):
+        write_json(results / "rio" / "concrete" / "holdout" / "nn" / f"seed{seed}" / "train_stats.json",
+                   {"fit_failures": 0})
+    write_json(results / "rio" / "concrete" / "holdout" / "rio" / "seed7" / "train_stats.json", {"fit_failures": 1})
+    # Provenance left by other runs: a dataset record and a benchmark of a job outside the plan.
+    write_json(tree["data"] / "raw" / "boston.json", {"name": "boston", "rows": 506})
+    bench = tree["logs"] / "bench" / "train" / "rio" / "boston" / "holdout" / "rio.tsv"
+    write_text(bench, "s\th:m:s\tmax_rss\tmax_vms\n99.5\t0:01:39\t120.0\t300.0\n")
+    out = root / "reports"
+    build_reports(config, str(tree["config_path"]), results, out, tree["data"], tree["logs"],
+                  reference_dir=REFERENCE_DIR)
+    return {"out": out, "config": config, "results": results}
+
+
+def test_only_the_configs_families_have_pages(site):
+    out = site["out"]
+    assert not (out / "bo").exists()
+    index = (out / "index.html").read_text()
+    assert 'href="bo/index.html"' not in index and ">bo<" not in index and "was not run" not in index
+    assert 'href="rio/index.html"' in index
+
+
+def test_tables_and_metrics_hold_only_planned_runs(site):
+    out = site["out"]
+    metrics = json.loads((out / "rio" / "metrics.json").read_text())
+    assert set(metrics) == {"concrete"}
+    assert set(metrics["concrete"]["holdout"]) == {"nn", "rio", "marginal"}
+    # The mean over seeds 0-2 only: seed 7 (rmse 1000) is another config's.
+    from uqcal.report.results import load_runs
+
+    runs = load_runs(site["results"], "rio")
+    planned = runs[(runs.dataset == "concrete") & (runs.method == "rio") & (runs.metric == "rmse") & (runs.seed < 3)]
+    assert metrics["concrete"]["holdout"]["rio"]["rmse"] == pytest.approx(planned["value"].mean(), abs=1e-6)
+    page = (out / "rio" / "index.html").read_text()
+    assert "diabetes" not in page and "boston" not in page and "1000.000" not in page
+    assert "9 runs on datasets: concrete" in page  # 3 methods x 3 seeds
+
+
+def test_provenance_lists_only_the_configs_datasets_and_jobs(site):
+    index = (site["out"] / "index.html").read_text()
+    assert "<summary>concrete</summary>" in index and "<summary>boston</summary>" not in index
+    assert "99.5" not in index  # the benchmark of a job outside the plan
+    jobs = planned_jobs(site["config"], ["rio"])
+    assert "train/rio/concrete/holdout/rio" in jobs and "materialise/concrete" in jobs
+    assert not any("boston" in j or "diabetes" in j for j in jobs)
+
+
+def test_failed_fit_marks_its_cell_with_the_run_count(site):
+    md = (site["out"] / "rio" / "tables" / "rmse_nlpd.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| concrete"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    header = [c.strip() for c in md.splitlines()[4].strip("|").split("|")]
+    rio, nn = cells[header.index("rmse ↓ RIO")], cells[header.index("rmse ↓ NN")]
+    assert rio.endswith("⚠ 1/3")  # seed 1 of 3 planned runs; seed 7 (another config's) is not counted
+    assert "⚠" not in nn and "⚠" not in cells[header.index("rmse ↓ marginal")]
+    assert "k of the n runs behind the cell had a failed fit" in md
+    page = (site["out"] / "rio" / "index.html").read_text()
+    assert 'class="fitfail"' in page and "1 of 3 runs had a failed fit" in page
+    assert "Failed fits</b> in 1 runs" in page and "concrete/holdout/rio: 1 of 3" in page
+
+
+def test_no_failure_no_mark(tmp_path):
+    tree = build_smoke_like_tree(tmp_path, seeds=2, rio_datasets=("concrete",))
+    build_reports(tree["config"], str(tree["config_path"]), tree["results"], tree["out"], tree["data"],
+                  tree["logs"], reference_dir=REFERENCE_DIR)
+    for family in ("metareg", "rio", "qr", "fewshot", "bo"):
+        page = (tree["out"] / family / "index.html").read_text()
+        assert "⚠" not in page and "Failed fits" not in page
+
+
+def test_asking_for_a_family_the_config_does_not_run_is_an_error(tmp_path):
+    tree = build_smoke_like_tree(tmp_path, seeds=2, rio_datasets=("concrete",))
+    config = copy.deepcopy(tree["config"])
+    del config["families"]["qr"]
+    with pytest.raises(ValueError, match=r"report families \['qr'\] are not in the config"):
+        build_reports(config, str(tree["config_path"]), tree["results"], tree["out"], tree["data"], tree["logs"],
+                      reference_dir=REFERENCE_DIR, families=["qr"])
+    assert np.all([not (tree["out"] / "qr").exists()])
