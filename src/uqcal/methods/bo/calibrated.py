@@ -32,6 +32,7 @@ import torch
 from scipy.stats import norm
 
 from uqcal.api import Method, RunContext
+from uqcal.gp.failures import FitFailures
 from uqcal.methods.bo.acquisition import ACQUISITIONS, CALIBRATED_ACQ_MODES, CalibratedAcquisition
 from uqcal.methods.bo.recalibration import RECALIBRATORS, RecalibrationMap, fit_recalibration
 from uqcal.methods.bo.surrogate import KERNELS, PIT_MODES, fit_gp, heldout_pit
@@ -228,7 +229,7 @@ class CalibratedBO(_BOBase):
         rows = [_row(objective, 0, u[i : i + 1], y[i], best[i]) for i in range(len(y))]
         bounds = torch.stack([torch.zeros(objective.dim), torch.ones(objective.dim)]).to(dtype)
         snapshots = []
-        fit_failures = 0
+        failures = FitFailures.for_run(ctx)
         recal_stds = []
         # gpytorch's debug checks (shapes, dtypes) do no arithmetic; off, each ML-II fit is ~10 % cheaper.
         with gpytorch.settings.debug(False):
@@ -237,13 +238,17 @@ class CalibratedBO(_BOBase):
                 train_x = torch.as_tensor(u, dtype=dtype)
                 train_y = torch.as_tensor(y, dtype=dtype)
                 model, failed = fit_gp(train_x, train_y, p["kernel"])
-                fit_failures += int(failed)
+                if failed:
+                    failures.record(f"ML-II fit of the GP at iteration {it} (botorch ModelFittingError)")
                 recal_start = time.perf_counter()
                 recal = RecalibrationMap.identity_map()
                 if p["calibrate"] and len(y) >= p["min_recal_points"]:  # fewer PIT values: R = identity
                     pit, failed = heldout_pit(model, p["pit_mode"], train_x, train_y, p["kernel"])
                     recal = fit_recalibration(pit, p["recalibrator"], p["min_recal_points"])
-                    fit_failures += int(failed) + int(recal.fit_failed)
+                    if failed:
+                        failures.record(f"ML-II refits of the {p['pit_mode']} splits at iteration {it}")
+                    if recal.fit_failed:
+                        failures.record(f"ML-II fit of the GP recalibrator at iteration {it}")
                 recal_seconds = time.perf_counter() - recal_start if p["calibrate"] else 0.0
                 acq = CalibratedAcquisition(model, cfg["acquisition"], float(y.min()), recal, p["ucb_beta"],
                                             p["calibrated_acq"])
@@ -271,9 +276,6 @@ class CalibratedBO(_BOBase):
                                  pred_pit_base=float(norm.cdf(z)), pred_pit_recal=pit_recal,
                                  recal_mean=recal_mean, recal_std=recal_std, sigma_scale=recal.sigma_scale(),
                                  recal_seconds=recal_seconds, iteration_seconds=time.perf_counter() - start))
-        if fit_failures:
-            ctx.log.warning("bo %s/%s/%s seed %d: %d ML-II fit(s) failed (botorch kept its rolled-back state)",
-                            ctx.dataset, ctx.setting, ctx.method, ctx.seed, fit_failures)
         predictions = pd.DataFrame(rows)
         if snapshots:
             from uqcal.io import write_parquet
@@ -282,7 +284,7 @@ class CalibratedBO(_BOBase):
         state = {"objective": objective.name, "train_x": u, "train_y": y,
                  "gp_state": {k: v.detach().clone() for k, v in model.state_dict().items()},
                  "recal_knots": recal.knots, "recal_values": recal.values}
-        stats = {"objective": objective.name, "budget": cfg["budget"], "fit_failures": fit_failures,
+        stats = {"objective": objective.name, "budget": cfg["budget"], **failures.stats(),
                  "median_recal_std": float(np.median(recal_stds)), "max_recal_std": float(np.max(recal_stds)),
                  "first_widening_iteration": _first_widening(recal_stds),
                  "recal_seconds": float(predictions["recal_seconds"].fillna(0.0).sum()),
