@@ -4,7 +4,7 @@ Runs `uqcal train` for one warm-up seed and then times each further seed with ``
 time of this process: robust to other jobs sharing the cores). Outputs go to ``--results-dir``
 (default a temporary directory, so results/ is left alone). Needs the setting's splits
 (`snakemake --cores 1 data/splits/bo/<dataset>/<setting>`). Run:
-    PYTHONPATH=src python benchmarks/bo_train_speed.py --dataset sixhump --setting sixhump-ucb \
+    PYTHONPATH=src python benchmarks/bo_train_speed.py --dataset sixhump --setting sixhump-ei \
         --method calibrated --seeds 0 1 2
 """
 
@@ -21,7 +21,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--dataset", default="sixhump")
-    parser.add_argument("--setting", default="sixhump-ucb")
+    parser.add_argument("--setting", default="sixhump-ei")
     parser.add_argument("--method", default="calibrated")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--warmup-seed", type=int, default=9)

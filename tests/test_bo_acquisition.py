@@ -24,7 +24,7 @@ def model_and_data():
     return model, float(y.min()), test_x
 
 
-@pytest.mark.parametrize("mode,atol", [("sigma", 1e-10), ("quantile", 1e-5)])
+@pytest.mark.parametrize("mode,atol", [("matched", 1e-10), ("sigma", 1e-10), ("quantile", 1e-5)])
 def test_identity_recalibration_equals_botorch(model_and_data, mode, atol):
     model, best, x = model_and_data
     beta = 4.0
@@ -76,63 +76,42 @@ def test_sigma_mode_widens_with_an_overconfident_map(model_and_data):
         np.testing.assert_allclose(wide(x).numpy(), base(x).numpy(), rtol=1e-3, atol=1e-6)
 
 
-def _botorch_mean_and_sigma(monkeypatch):
-    from botorch.acquisition.analytic import AnalyticAcquisitionFunction
+def _shifted_map(shift, scale):
+    values = norm.cdf((norm.ppf(np.clip(GRID, 1e-300, 1.0)) - shift) / scale)
+    values[0], values[-1] = 0.0, 1.0
+    return RecalibrationMap(GRID.copy(), values)
 
-    monkeypatch.setattr(CalibratedAcquisition, "_mean_and_sigma", AnalyticAcquisitionFunction._mean_and_sigma)
 
+def test_matched_rule_against_numerical_integration(model_and_data):
+    # The recalibrated forecast of a Gaussian R(p) = Phi((Phi^-1(p) - m) / s) is N(mu + sigma m, (sigma s)^2)
+    # exactly, so the matched EI / PI must equal E[max(b - Y, 0)] and P(Y < b) under it (scipy quad and
+    # the normal CDF here, independent of the code's closed forms), and the matched LCB its Phi(-2)-quantile.
+    from scipy.integrate import quad
 
-@pytest.mark.parametrize("kernel,d", [("rbf", 1), ("rbf", 2), ("matern52", 2)])
-def test_posterior_moments_are_bit_identical_to_botorchs_posterior(monkeypatch, kernel, d):
-    # The reference is botorch's AnalyticAcquisitionFunction._mean_and_sigma (model.posterior through gpytorch).
-    from uqcal.methods.bo.acquisition import posterior_moments
-
-    g = torch.Generator().manual_seed(d)
-    train_x = torch.rand(9, d, dtype=torch.float64, generator=g)
-    train_y = torch.sin(6 * train_x).sum(-1)
-    model, _ = fit_gp(train_x, train_y, kernel)
-    best = float(train_y.min())
-    assert posterior_moments(model, train_x[:1].unsqueeze(0)) is None  # no prediction caches yet: botorch's path
-    cases = []
-    for kind in ("ei", "pi", "ucb"):
-        for mode, recal in (("sigma", RecalibrationMap.identity_map()), ("sigma", _widening_map()),
-                            ("quantile", _widening_map())):
-            acq = CalibratedAcquisition(model, kind, best, recal, 4.0, mode)
-            for shape, grad in (((64, 1, d), False), ((2, 1, d), True), ((3, 1, d), True)):
-                x = torch.rand(*shape, dtype=torch.float64, generator=g)
-                if shape[0] == 3:
-                    x[1] = train_x[0]  # (near-)zero posterior variance: exercises the variance clamps
-                cases.append((acq, x, grad))
+    model, best, x = model_and_data
+    shift, scale = 0.3, 1.4  # mass beyond the map's |z| = 6 knots < 1e-4 (test_bo_recalibration)
+    recal = _shifted_map(shift, scale)
+    acqs = {kind: CalibratedAcquisition(model, kind, best, recal, beta=4.0, mode="matched")
+            for kind in ("ei", "pi", "ucb")}
     with torch.no_grad():
-        cases[0][0](cases[0][1])  # botorch builds the prediction caches both paths then share
-
-    def evaluate(acq, x, grad):
-        x = x.clone().requires_grad_(grad)
-        with torch.set_grad_enabled(grad):
-            value = acq(x)
-            return value.detach(), torch.autograd.grad(value.sum(), x)[0] if grad else None
-
-    fast = [evaluate(*case) for case in cases]
-    assert posterior_moments(model, cases[0][1]) is not None
-    _botorch_mean_and_sigma(monkeypatch)
-    reference = [evaluate(*case) for case in cases]
-    for (value, grad), (value_ref, grad_ref) in zip(fast, reference, strict=True):
-        assert torch.equal(value, value_ref)
-        assert grad is None or torch.equal(grad, grad_ref)
+        post = model.posterior(x[:6])
+        mean = post.mean.reshape(-1).numpy()
+        std = post.variance.reshape(-1).sqrt().numpy()
+        values = {kind: acq(x[:6]).numpy() for kind, acq in acqs.items()}
+    for j in range(6):
+        mu, sd = mean[j] + std[j] * shift, std[j] * scale
+        ei = quad(lambda t, mu=mu, sd=sd: (best - t) * norm.pdf(t, mu, sd), mu - 12 * sd, best)[0]
+        assert values["ei"][j] == pytest.approx(max(ei, 0.0), rel=2e-3, abs=1e-8)
+        assert values["pi"][j] == pytest.approx(norm.cdf(best, mu, sd), rel=2e-3, abs=1e-8)
+        assert -values["ucb"][j] == pytest.approx(mu + sd * norm.ppf(norm.cdf(-2.0)), rel=1e-3, abs=1e-3)
 
 
-def test_optimize_acqf_proposes_the_same_point_as_with_botorchs_posterior(monkeypatch, model_and_data):
-    from botorch.optim import optimize_acqf
-
+def test_recalibrated_pit_is_the_pit_under_the_acted_on_forecast(model_and_data):
     model, best, _ = model_and_data
-    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
-
-    def propose():
-        torch.manual_seed(3)
-        acq = CalibratedAcquisition(model, "ei", best, _widening_map())
-        return optimize_acqf(acq, bounds=bounds, q=1, num_restarts=2, raw_samples=64)
-
-    fast = propose()
-    _botorch_mean_and_sigma(monkeypatch)
-    reference = propose()
-    assert torch.equal(fast[0], reference[0]) and torch.equal(fast[1], reference[1])
+    recal = _shifted_map(0.3, 1.4)
+    z = np.array([-2.0, 0.0, 0.7, 3.0])
+    for kind in ("ei", "ucb"):  # matched Gaussian (EI) and recalibrated CDF (UCB): both N(0.3, 1.4^2) here
+        acq = CalibratedAcquisition(model, kind, best, recal, mode="matched")
+        np.testing.assert_allclose([acq.recalibrated_pit(v) for v in z], norm.cdf((z - 0.3) / 1.4), atol=2e-3)
+        np.testing.assert_allclose(acq.standardised_quantile(np.array([0.025, 0.975])),
+                                   0.3 + 1.4 * norm.ppf([0.025, 0.975]), atol=5e-3)

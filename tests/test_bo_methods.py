@@ -36,6 +36,8 @@ def test_paired_runs_share_the_initial_design_and_write_the_contract(tmp_path):
     (tmp_path / "split.json").write_text(json.dumps({"objective": "forrester", "initial_x": BASIN_MISS,
                                                      "bounds": [[0.0], [1.0]]}))
     setting = {"acquisition": "ucb", "budget": 3, "n_init": 3, "target_tol": 0.05}
+    # calibrated: refit LOO, GP recalibrator, recalibrated LCB quantile (min_recal_points 5 > 3: identity at
+    # the first step, then R)
     runs = {m: _run(tmp_path, m, setting) for m in ("calibrated", "uncalibrated", "random")}
     for method, (_ctx, metrics, predictions) in runs.items():
         init = predictions[predictions["iteration"] == 0]
@@ -59,6 +61,19 @@ def test_setting_initial_design_overrides_the_split(tmp_path):
         _run(tmp_path, "random", {"acquisition": "ei", "budgett": 3})
 
 
+def test_initial_box_draws_a_random_design_per_seed_shared_by_the_methods(tmp_path):
+    # Fig. 1 setting: random initial designs that miss the global basin ([0.6, 0.9] on Forrester)
+    setting = {"acquisition": "ucb", "budget": 1, "n_init": 3, "initial_box": [[0.0], [0.5]]}
+    designs = {}
+    for seed in (0, 1):
+        for method in ("random", "uncalibrated"):
+            _, _, predictions = _run(tmp_path / method, method, setting, seed=seed)
+            designs[seed, method] = [json.loads(x)[0] for x in predictions[predictions["iteration"] == 0]["x"]]
+    assert designs[0, "random"] == designs[0, "uncalibrated"] and designs[1, "random"] == designs[1, "uncalibrated"]
+    assert designs[0, "random"] != designs[1, "random"]
+    assert all(0.0 <= v <= 0.5 for d in designs.values() for v in d)
+
+
 def test_metrics_against_a_hand_computed_trace():
     objective = make_synthetic("forrester")
     optimum = objective.optimum_value
@@ -68,18 +83,23 @@ def test_metrics_against_a_hand_computed_trace():
         "pred_pit_base": [np.nan, np.nan, 0.5, 0.99, 0.01],
     })
     predictions["best_so_far"] = np.minimum.accumulate(predictions["y"])
-    metrics = bo_metrics(predictions, objective, target_tol=0.05)
+    predictions["recal_std"] = [np.nan, np.nan, 1.0, 1.5, 3.0]
+    metrics = bo_metrics(predictions, objective, target_tol=0.05, stuck_above=optimum + 0.5)
+    assert metrics["stuck"] == 0.0 and metrics["recal_width"] == 1.5  # final best optimum + 0.01; median s_R
+    assert bo_metrics(predictions, objective, 0.05, stuck_above=optimum)["stuck"] == 1.0
+    assert "stuck" not in bo_metrics(predictions, objective, 0.05)
     regrets = np.array([0.0 - optimum, 1.0, 0.01, 0.01])
     assert metrics["regret_auc"] == pytest.approx(regrets.mean())
     assert metrics["steps_to_target"] == 2.0
     assert metrics["final_best"] == pytest.approx(optimum + 0.01)
     levels = np.linspace(0.05, 0.95, 19)
     freq = np.array([np.mean(np.array([0.5, 0.99, 0.01]) <= p) for p in levels])
-    assert metrics["cal_score_base"] == pytest.approx(np.sum((levels - freq) ** 2))
+    assert metrics["cal_score_base"] == pytest.approx(np.mean((levels - freq) ** 2))  # mean over m = 19
+    assert metrics["cal_score_sum"] == pytest.approx(np.sum((levels - freq) ** 2))  # the paper's sum
 
 
-@pytest.mark.parametrize("method", ["calibrated_quantile", "calibrated_gprecal", "calibrated_timeseries",
-                                    "calibrated_refit"])
+@pytest.mark.parametrize("method", ["calibrated_fastloo", "calibrated_isoslope", "calibrated_legacy",
+                                    "calibrated_quantile", "calibrated_timeseries"])
 def test_every_option_runs_and_recalibrates(tmp_path, method):
     setting = {"acquisition": "ei", "budget": 1, "n_init": 3, "initial_design": [[0.1], [0.5], [0.9]]}
     params = {"num_restarts": 1, "raw_samples": 16, "snapshot_grid": 0, "min_recal_points": 2}

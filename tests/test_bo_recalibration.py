@@ -42,3 +42,44 @@ def test_isotonic_fit_is_the_empirical_cdf_on_its_support():
     recal = fit_recalibration(pit, "isotonic")
     # P_hat is increasing in F here, so isotonic regression interpolates it exactly at the data.
     np.testing.assert_allclose(recal(pit), np.arange(1, 7) / 6, atol=2e-3)
+
+
+def _gaussian_map(shift, scale):
+    """R of a forecast whose residuals are N(shift, scale^2) in its own standardised units:
+    R(p) = Phi((Phi^-1(p) - shift) / scale) (so Z = Phi^-1(R^-1(U)) ~ N(shift, scale^2))."""
+    from uqcal.methods.bo.recalibration import RecalibrationMap
+
+    values = norm.cdf((norm.ppf(np.clip(GRID, 1e-300, 1.0)) - shift) / scale)
+    values[0], values[-1] = 0.0, 1.0
+    return RecalibrationMap(GRID.copy(), values)
+
+
+def test_identity_moments_and_quantiles():
+    from uqcal.methods.bo.recalibration import RecalibrationMap
+
+    identity = RecalibrationMap.identity_map()
+    assert identity.moments() == (0.0, 1.0)
+    np.testing.assert_allclose(identity.quantile([0.1, 0.5, 0.9]), norm.ppf([0.1, 0.5, 0.9]), atol=1e-12)
+
+
+@pytest.mark.parametrize("shift,scale", [(0.0, 1.0), (0.4, 1.5), (-0.3, 0.4)])
+def test_moments_recover_a_gaussian_recalibration(shift, scale):
+    # The piecewise-linear R interpolates the exact Gaussian R between knots uniform in z on [-6, 6]
+    # (step 0.012): its moments differ from (shift, scale) by O(step^2) plus the Gaussian's mass beyond
+    # |z| = 6, which the outermost knot intervals place near +-6 (< 1e-4 for these scales; ~2 % at 2.5).
+    recal = _gaussian_map(shift, scale)
+    mean, std = recal.moments()
+    assert mean == pytest.approx(shift, abs=1e-3)
+    assert std == pytest.approx(scale, rel=1e-3)
+    np.testing.assert_allclose(recal.quantile([0.1, 0.5, 0.9]), shift + scale * norm.ppf([0.1, 0.5, 0.9]),
+                               atol=1e-3)
+
+
+@pytest.mark.parametrize("method", ["isotonic", "gp"])
+def test_moments_match_monte_carlo_of_a_fitted_map(method):
+    # Independent reference: sample Z = Phi^-1(R^-1(U)) by inverse transform and take its moments.
+    recal = fit_recalibration(_pits(2.0, n=30, seed=4), method)
+    z = norm.ppf(np.clip(recal.inverse(np.random.default_rng(0).uniform(size=400_000)), 1e-300, 1 - 1e-16))
+    mean, std = recal.moments()
+    assert mean == pytest.approx(z.mean(), abs=0.02)
+    assert std == pytest.approx(z.std(), rel=0.02)

@@ -1,4 +1,5 @@
-"""Closed-form LOO / time-series PIT against brute-force conditioning with fixed hyperparameters."""
+"""Held-out PIT values: closed-form LOO / time-series against brute-force conditioning with fixed
+hyperparameters; refit LOO (batched) against one botorch fit per split."""
 
 import copy
 
@@ -7,7 +8,16 @@ import pytest
 import torch
 from scipy.stats import norm
 
-from uqcal.methods.bo.surrogate import fit_gp, loo_moments, loo_pit, timeseries_pit
+from uqcal.methods.bo.surrogate import (
+    fit_gp,
+    hyperparameters,
+    loo_moments,
+    loo_pit,
+    loo_train_sets,
+    make_gp,
+    refit_loo_pit,
+    timeseries_pit,
+)
 from uqcal.objectives import make_synthetic
 
 torch.set_num_threads(1)
@@ -70,80 +80,44 @@ def test_fit_without_gpytorch_debug_checks_is_identical():
         assert key == key_b and torch.equal(a, b), key
 
 
-# ---------------------------------------------------------------- ExactMLLLoss (fit_gp's fast closure)
-def _data(n, d, seed):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.rand(n, d, dtype=torch.float64, generator=g)
-    y = torch.sin(6 * x).sum(-1) + 0.05 * torch.randn(n, dtype=torch.float64, generator=g)
-    return x, y
+def test_loo_train_sets_drop_exactly_point_i():
+    x = torch.arange(10.0).reshape(5, 2)
+    y = torch.arange(5.0)
+    loo_x, loo_y = loo_train_sets(x, y)
+    assert loo_x.shape == (5, 4, 2) and loo_y.shape == (5, 4)
+    for i in range(5):
+        assert loo_y[i].tolist() == [float(j) for j in range(5) if j != i]
+        assert torch.equal(loo_x[i], x[torch.arange(5) != i])
 
 
-@pytest.mark.parametrize("kernel", ["rbf", "matern52"])
-@pytest.mark.parametrize("n,d", [(4, 1), (12, 2), (9, 5)])
-def test_fast_mll_closure_is_bit_identical_to_botorchs(kernel, n, d):
-    # The reference is botorch's own closure: -ExactMarginalLogLikelihood through gpytorch's linear operators.
-    from botorch.optim.closures import get_loss_closure_with_grads
-    from botorch.optim.utils import get_parameters_and_bounds
-    from gpytorch.mlls import ExactMarginalLogLikelihood
-    from linear_operator.utils.errors import NotPSDError
+def _one_split_pit(model, x, y, i, kernel):
+    """Reference: a single botorch fit on D minus point i from the same warm start, predictive at x_i."""
+    from uqcal.methods.bo.surrogate import _fit, _warm_start
 
-    from uqcal.methods.bo.surrogate import fast_loss_closure, make_gp
-
-    x, y = _data(n, d, seed=n * d)
-    model = make_gp(x, y, kernel)
-    mll = ExactMarginalLogLikelihood(model.likelihood, model).train()
-    all_params, bounds = get_parameters_and_bounds(mll)
-    params = {k: p for k, p in all_params.items() if p.requires_grad}
-    reference = get_loss_closure_with_grads(mll, parameters=params)
-    fast = fast_loss_closure(mll)
-    assert fast is not None
-    g = torch.Generator().manual_seed(7)
-    compared = 0
-    for _ in range(20):
-        with torch.no_grad():
-            for name, p in params.items():
-                p.copy_(torch.randn(p.shape, dtype=p.dtype, generator=g))
-                lower = bounds.get(name, (None, None))[0]
-                if lower is not None and torch.isfinite(lower):  # the noise >= 1e-4 is an L-BFGS-B bound
-                    p.copy_(lower + p.abs())
-        try:
-            value, grads = reference()
-        except (NotPSDError, ValueError) as error:  # same factorisation / prior support check, same failure
-            with pytest.raises(type(error)):
-                fast.closure()
-            continue
-        fast_value, fast_grads = fast(fast.state)  # numpy API: (value, flat gradient)
-        assert float(value) == float(fast_value)
-        flat = np.concatenate([gr.reshape(-1).numpy() for gr in grads])
-        np.testing.assert_array_equal(flat, fast_grads)
-        compared += 1
-    assert compared >= 10
+    keep = torch.arange(len(y)) != i
+    single = make_gp(x[keep], y[keep], kernel)
+    _warm_start(single, hyperparameters(model))
+    _fit(single)
+    with torch.no_grad():
+        post = single.posterior(x[i : i + 1], observation_noise=True)
+        return float(torch.special.ndtr((y[i] - post.mean.reshape(())) / post.variance.reshape(()).sqrt()))
 
 
-@pytest.mark.parametrize("kernel", ["rbf", "matern52"])
-@pytest.mark.parametrize("n,d", [(3, 1), (7, 1), (8, 2), (15, 2), (12, 6)])
-def test_fast_fit_is_bit_identical_to_botorchs_fit(kernel, n, d):
-    # Whole L-BFGS runs: one differing bit in any loss or gradient would change the fitted state.
-    import gpytorch
+@pytest.mark.parametrize("objective_name,n,kernel", [("forrester", 7, "rbf"), ("branin", 11, "rbf"),
+                                                     ("sixhump", 9, "matern52")])
+def test_batched_refit_loo_equals_one_fit_per_split(objective_name, n, kernel):
+    # The batched model is fitted by botorch's batched independent L-BFGS-B; the reference runs scipy's
+    # L-BFGS-B once per split, from the same warm start. Both stop where the relative loss change falls
+    # below L-BFGS-B's ftol (2.2e-9), not at the exact optimum; with 6-10 points the marginal likelihood
+    # is flat around it, so the two stopping points differ slightly in the hyperparameters and the PIT
+    # values by up to ~5e-3 (Matern, 8 points). A different split, point or optimum would move a PIT by
+    # far more (the closed-form and refit PITs differ by 0.1-0.3 on such data).
+    objective = make_synthetic(objective_name)
+    u = np.random.default_rng(n).uniform(size=(n, objective.dim))
+    x, y = torch.as_tensor(u), torch.as_tensor(objective(objective.to_native(u)))
+    model, _ = fit_gp(x, y, kernel)
+    pit, failed = refit_loo_pit(model, x, y, kernel)
+    assert not failed and pit.shape == (n,)
+    reference = [_one_split_pit(model, x, y, i, kernel) for i in range(n)]
+    np.testing.assert_allclose(pit, reference, atol=1e-2)
 
-    x, y = _data(n, d, seed=100 + n * d)
-    with gpytorch.settings.debug(False):
-        reference, failed_ref = fit_gp(x, y, kernel, fast=False)
-        fast, failed = fit_gp(x, y, kernel, fast=True)
-    assert failed == failed_ref
-    for (key, a), (key_b, b) in zip(reference.state_dict().items(), fast.state_dict().items(), strict=True):
-        assert key == key_b and torch.equal(a, b), key
-
-
-def test_fast_closure_declines_models_it_does_not_mirror():
-    from botorch.models import SingleTaskGP
-    from botorch.models.transforms.input import Normalize
-    from gpytorch.mlls import ExactMarginalLogLikelihood
-
-    from uqcal.methods.bo.surrogate import ExactMLLLoss, fast_loss_closure, make_gp
-
-    x, y = _data(6, 2, seed=1)
-    plain = make_gp(x, y)
-    assert ExactMLLLoss.supports(ExactMarginalLogLikelihood(plain.likelihood, plain))
-    normalised = SingleTaskGP(x, y.reshape(-1, 1), input_transform=Normalize(d=2))  # default kernel: no ScaleKernel
-    assert fast_loss_closure(ExactMarginalLogLikelihood(normalised.likelihood, normalised)) is None

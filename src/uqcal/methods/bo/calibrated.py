@@ -1,17 +1,21 @@
 """Calibrated Bayesian optimisation (Deshpande & Kuleshov, Algorithm 2) and its paired baselines.
 
 ``CalibratedBO`` with ``calibrate=True`` is Algorithm 2: after every observation refit the GP (ML-II),
-compute held-out PIT values (Algorithm 4; closed-form LOO by default), fit R (Algorithm 3) and maximise a
-calibrated acquisition over the unit cube with botorch's ``optimize_acqf``. ``calibrate=False`` is plain
-BO (Algorithm 1) with the same surrogate, acquisition optimiser and seed. ``RandomSearchBO`` samples
-uniformly. All three start from the same initial design (split artifact ``initial_x``, or the setting's
-``initial_design``), so repeats are paired.
+compute held-out PIT values (Algorithm 4; by default leave-one-out with the GP retrained on each split),
+fit R (Algorithm 3; by default a GP, as in the paper) and maximise the acquisition of the recalibrated
+forecast (``acquisition.py`` states the rule) over the unit cube with botorch's ``optimize_acqf``.
+``calibrate=False`` is plain BO (Algorithm 1) with the same surrogate, acquisition optimiser and seed.
+``RandomSearchBO`` samples uniformly. All three start from the same initial design (split artifact
+``initial_x``, or the setting's ``initial_design`` / ``initial_box``), so repeats are paired.
 
 Setting parameters (config ``families.bo.settings.<objective>-<acq>``):
   acquisition: ei | pi | ucb   budget: BO iterations after the initial design   n_init: initial points
   target_tol: |best - optimum| tolerance for ``steps_to_target``
   initial_design: [[x...], ...] native coordinates, overrides the split's random design
   initial_box: [[lo...], [hi...]] draw the n_init initial points per seed inside this box instead
+    (e.g. Fig. 1: random designs that miss the global basin)
+  stuck_above: a run whose final best value is above this is ``stuck`` (Forrester: the local minimum's
+    value -0.98633; only the global basin has lower values)
 """
 
 from __future__ import annotations
@@ -28,20 +32,30 @@ import torch
 from scipy.stats import norm
 
 from uqcal.api import Method, RunContext
+from uqcal.gp.failures import FitFailures
 from uqcal.methods.bo.acquisition import ACQUISITIONS, CALIBRATED_ACQ_MODES, CalibratedAcquisition
 from uqcal.methods.bo.recalibration import RECALIBRATORS, RecalibrationMap, fit_recalibration
 from uqcal.methods.bo.surrogate import KERNELS, PIT_MODES, fit_gp, heldout_pit
 from uqcal.metrics import calibration_score as shared_calibration_score
 from uqcal.objectives import Objective, get_objective
 
-SETTING_KEYS = {"acquisition", "budget", "n_init", "target_tol", "initial_design", "initial_box", "datasets"}
+SETTING_KEYS = {"acquisition", "budget", "n_init", "target_tol", "initial_design", "initial_box", "stuck_above",
+                "datasets"}
 
 
-def calibration_score(pit) -> float:
-    """Kuleshov et al. (2018) calibration score (Sec. 5.1) of the finite PIT values; nan if there are none."""
+CAL_LEVELS = np.linspace(0.05, 0.95, 19)  # m = 19 levels p_j (the paper does not state its m)
+
+
+def calibration_score(pit, reduce: str = "mean") -> float:
+    """Kuleshov et al. (2018) calibration score (Sec. 5.1) of the finite PIT values over the m = 19 levels
+    p = 0.05..0.95: ``mean`` = (1/m) sum_j (p_j - p_hat_j)^2 (comparable across m), ``sum`` = the paper's
+    sum_j (p_j - p_hat_j)^2 (grows with m); nan if there are no values."""
     pit = np.asarray(pit, dtype=float)
     pit = pit[np.isfinite(pit)]
-    return float(shared_calibration_score(pit)) if len(pit) else float("nan")
+    if not len(pit):
+        return float("nan")
+    total = float(shared_calibration_score(pit, levels=CAL_LEVELS))
+    return total / len(CAL_LEVELS) if reduce == "mean" else total
 
 
 def setting(ctx: RunContext) -> dict:
@@ -62,6 +76,7 @@ def setting(ctx: RunContext) -> dict:
         "target_tol": float(params.get("target_tol", 0.05)),
         "initial_design": params.get("initial_design"),
         "initial_box": params.get("initial_box"),
+        "stuck_above": None if params.get("stuck_above") is None else float(params["stuck_above"]),
     }
 
 
@@ -104,11 +119,13 @@ class _BOBase(Method):
     def evaluate(self, ctx: RunContext) -> dict[str, float]:
         predictions = pd.read_parquet(ctx.run_dir / "predictions.parquet")
         cfg = setting(ctx)
-        return bo_metrics(predictions, objective_for(ctx), cfg["target_tol"])
+        return bo_metrics(predictions, objective_for(ctx), cfg["target_tol"], cfg["stuck_above"])
 
 
-def bo_metrics(predictions: pd.DataFrame, objective: Objective, target_tol: float) -> dict[str, float]:
-    """final_best, regret_auc, steps_to_target, calibration scores and timing of one BO run."""
+def bo_metrics(predictions: pd.DataFrame, objective: Objective, target_tol: float,
+               stuck_above: float | None = None) -> dict[str, float]:
+    """final_best, regret_auc, steps_to_target, stuck, calibration scores and the recalibrated forecast's
+    width of one BO run."""
     bo_rows = predictions[predictions["iteration"] >= 1].sort_values("iteration")
     trace = predictions.sort_values("iteration").groupby("iteration")["best_so_far"].min()
     optimum = objective.optimum_value
@@ -125,14 +142,21 @@ def bo_metrics(predictions: pd.DataFrame, objective: Objective, target_tol: floa
         metrics["steps_to_target"] = float(hit[0]) if len(hit) else float(budget + 1)  # censored at T+1
     else:
         metrics["regret_auc"] = float(trace.mean())  # unknown optimum: area under best-so-far
-    base = calibration_score(bo_rows["pred_pit_base"]) if "pred_pit_base" in bo_rows else float("nan")
-    recal = calibration_score(bo_rows["pred_pit_recal"]) if "pred_pit_recal" in bo_rows else float("nan")
-    if np.isfinite(base):
-        metrics["cal_score_base"] = base
-    if np.isfinite(recal):
-        metrics["cal_score_recal"] = recal
-    if np.isfinite(base) or np.isfinite(recal):
-        metrics["cal_score"] = recal if np.isfinite(recal) else base  # the forecast the method acted on
+    if stuck_above is not None:
+        metrics["stuck"] = float(trace.iloc[-1] > stuck_above)
+    if "recal_std" in bo_rows and bo_rows["recal_std"].notna().any():
+        # median over steps of s_R: the recalibrated forecast's std in units of the GP's (> 1: R widened)
+        metrics["recal_width"] = float(bo_rows["recal_std"].median())
+    base = bo_rows["pred_pit_base"] if "pred_pit_base" in bo_rows else pd.Series(dtype=float)
+    recal = bo_rows["pred_pit_recal"] if "pred_pit_recal" in bo_rows else pd.Series(dtype=float)
+    used = recal if np.isfinite(recal.to_numpy(float)).any() else base  # the forecast the method acted on
+    for name, pit in (("cal_score_base", base), ("cal_score_recal", recal), ("cal_score", used)):
+        value = calibration_score(pit)
+        if np.isfinite(value):
+            metrics[name] = value  # mean over the m = 19 levels
+    paper_sum = calibration_score(used, reduce="sum")
+    if np.isfinite(paper_sum):
+        metrics["cal_score_sum"] = paper_sum  # the paper's sum over the same 19 levels
     return metrics  # timings (recal_seconds, iteration_seconds) are in train_stats.json: uqcal.api.is_timing_key
 
 
@@ -162,10 +186,10 @@ class RandomSearchBO(_BOBase):
 class CalibratedBO(_BOBase):
     defaults = {
         "calibrate": True,            # False = uncalibrated BO (Algorithm 1)
-        "kernel": "rbf",              # rbf (paper) | matern52
-        "recalibrator": "isotonic",   # isotonic (Kuleshov 2018) | gp (the paper's)
-        "pit_mode": "loo",            # loo (closed form) | loo_refit | timeseries
-        "calibrated_acq": "sigma",    # sigma (sigma -> s*sigma, the paper's) | quantile (calibrated CDF)
+        "kernel": "rbf",              # rbf (paper) | matern52 (GPyOpt's default)
+        "recalibrator": "gp",         # gp (the paper's R) | isotonic (Kuleshov et al. 2018)
+        "pit_mode": "refit_loo",      # refit_loo (Algorithm 4) | closed_loo (fixed hyperparameters) | timeseries
+        "calibrated_acq": "matched",  # matched (quantile LCB, moment-matched EI/PI) | sigma | quantile
         "min_recal_points": 5,        # identity R below this many held-out PIT values
         "ucb_beta": 4.0,              # LCB = mu - sqrt(beta) sigma (GPyOpt's exploration weight 2)
         "num_restarts": 4,
@@ -181,11 +205,21 @@ class CalibratedBO(_BOBase):
                 raise ValueError(f"families.bo.methods.*.{key}: {p[key]!r} not in {allowed}")
 
     def train(self, ctx: RunContext) -> None:
-        from botorch.optim import optimize_acqf
+        from threadpoolctl import threadpool_limits
 
         self._check()
+        threads = int(ctx.config.get("torch_threads", 1) or 1)
+        torch.set_num_threads(threads)
+        # scipy's L-BFGS-B (ML-II fits, the batched refit LOO, optimize_acqf) calls BLAS on a few numbers;
+        # OpenBLAS' thread pool costs far more than that work (refit LOO: ~14x the CPU on a loaded 2-core
+        # machine, benchmarks/bo_recal_speed.py).
+        with threadpool_limits(limits=threads, user_api="blas"):
+            self._train(ctx)
+
+    def _train(self, ctx: RunContext) -> None:
+        from botorch.optim import optimize_acqf
+
         p = self.params
-        torch.set_num_threads(int(ctx.config.get("torch_threads", 1) or 1))
         cfg = setting(ctx)
         objective = objective_for(ctx)
         dtype = torch.float64
@@ -195,23 +229,26 @@ class CalibratedBO(_BOBase):
         rows = [_row(objective, 0, u[i : i + 1], y[i], best[i]) for i in range(len(y))]
         bounds = torch.stack([torch.zeros(objective.dim), torch.ones(objective.dim)]).to(dtype)
         snapshots = []
-        fit_failures = 0
-        scales = []
-        # gpytorch's debug checks (shapes, dtypes) cost ~13 % of each ML-II fit here and change nothing in
-        # the fitted state (tests/test_bo_surrogate.py).
+        failures = FitFailures.for_run(ctx)
+        recal_stds = []
+        # gpytorch's debug checks (shapes, dtypes) do no arithmetic; off, each ML-II fit is ~10 % cheaper.
         with gpytorch.settings.debug(False):
             for it in ctx.progress(range(1, cfg["budget"] + 1), total=cfg["budget"], desc=ctx.method):
                 start = time.perf_counter()
                 train_x = torch.as_tensor(u, dtype=dtype)
                 train_y = torch.as_tensor(y, dtype=dtype)
                 model, failed = fit_gp(train_x, train_y, p["kernel"])
-                fit_failures += int(failed)
+                if failed:
+                    failures.record(f"ML-II fit of the GP at iteration {it} (botorch ModelFittingError)")
                 recal_start = time.perf_counter()
-                if p["calibrate"]:
-                    pit = heldout_pit(model, p["pit_mode"], train_x, train_y, p["kernel"])
+                recal = RecalibrationMap.identity_map()
+                if p["calibrate"] and len(y) >= p["min_recal_points"]:  # fewer PIT values: R = identity
+                    pit, failed = heldout_pit(model, p["pit_mode"], train_x, train_y, p["kernel"])
                     recal = fit_recalibration(pit, p["recalibrator"], p["min_recal_points"])
-                else:
-                    recal = RecalibrationMap.identity_map()
+                    if failed:
+                        failures.record(f"ML-II refits of the {p['pit_mode']} splits at iteration {it}")
+                    if recal.fit_failed:
+                        failures.record(f"ML-II fit of the GP recalibrator at iteration {it}")
                 recal_seconds = time.perf_counter() - recal_start if p["calibrate"] else 0.0
                 acq = CalibratedAcquisition(model, cfg["acquisition"], float(y.min()), recal, p["ucb_beta"],
                                             p["calibrated_acq"])
@@ -227,21 +264,18 @@ class CalibratedBO(_BOBase):
                     mean = float(post.mean.reshape(()))
                     std = float(post.variance.reshape(()).sqrt())
                 if objective.dim == 1 and p["snapshot_grid"]:
-                    snapshots.append(_snapshot(model, acq, recal, objective, it, int(p["snapshot_grid"])))
+                    snapshots.append(_snapshot(model, acq, objective, it, int(p["snapshot_grid"])))
                 y_next = float(objective(objective.to_native(u_next))[0])
                 z = (y_next - mean) / std
-                pit_base = float(norm.cdf(z))
-                if p["calibrate"]:
-                    pit_recal = float(recal(pit_base)) if p["calibrated_acq"] == "quantile" else float(
-                        norm.cdf(z / acq.scale))
-                else:
-                    pit_recal = float("nan")
-                scales.append(acq.scale)
+                pit_recal = acq.recalibrated_pit(z) if p["calibrate"] else float("nan")
+                recal_mean, recal_std = recal.moments()
+                recal_stds.append(recal_std)
                 u = np.vstack([u, u_next])
                 y = np.append(y, y_next)
                 rows.append(_row(objective, it, u_next, y_next, float(y.min()), pred_mean=mean, pred_std=std,
-                                 pred_pit_base=pit_base, pred_pit_recal=pit_recal, recal_seconds=recal_seconds,
-                                 sigma_scale=acq.scale, iteration_seconds=time.perf_counter() - start))
+                                 pred_pit_base=float(norm.cdf(z)), pred_pit_recal=pit_recal,
+                                 recal_mean=recal_mean, recal_std=recal_std, sigma_scale=recal.sigma_scale(),
+                                 recal_seconds=recal_seconds, iteration_seconds=time.perf_counter() - start))
         predictions = pd.DataFrame(rows)
         if snapshots:
             from uqcal.io import write_parquet
@@ -250,36 +284,36 @@ class CalibratedBO(_BOBase):
         state = {"objective": objective.name, "train_x": u, "train_y": y,
                  "gp_state": {k: v.detach().clone() for k, v in model.state_dict().items()},
                  "recal_knots": recal.knots, "recal_values": recal.values}
-        stats = {"objective": objective.name, "budget": cfg["budget"], "gp_fit_failures": fit_failures,
-                 "mean_sigma_scale": float(np.mean(scales)), "max_sigma_scale": float(np.max(scales)),
-                 "first_widening_iteration": _first_widening(scales),
+        stats = {"objective": objective.name, "budget": cfg["budget"], **failures.stats(),
+                 "median_recal_std": float(np.median(recal_stds)), "max_recal_std": float(np.max(recal_stds)),
+                 "first_widening_iteration": _first_widening(recal_stds),
                  "recal_seconds": float(predictions["recal_seconds"].fillna(0.0).sum()),
                  "iteration_seconds": float(predictions["iteration_seconds"].mean())}
         ctx.save_outputs(predictions, state, stats)
 
 
 def _first_widening(scales: list[float], threshold: float = 1.5) -> int:
-    """First iteration whose recalibration widens the intervals by >= threshold (-1 if none)."""
+    """First iteration whose recalibrated forecast is >= threshold times as wide as the GP's (-1 if none)."""
     for i, s in enumerate(scales, start=1):
         if s >= threshold:
             return i
     return -1
 
 
-def _snapshot(model, acq, recal, objective: Objective, iteration: int, n_grid: int) -> pd.DataFrame:
-    """Fig. 1 material: base and recalibrated 95% intervals on a 1-D grid before the step's query."""
+def _snapshot(model, acq: CalibratedAcquisition, objective: Objective, iteration: int, n_grid: int) -> pd.DataFrame:
+    """Fig. 1 material: the GP's and the acted-on (recalibrated) 95 % intervals on a 1-D grid before the
+    step's query."""
     grid = torch.linspace(0, 1, n_grid, dtype=torch.float64).unsqueeze(-1)
     with torch.no_grad():
         post = model.posterior(grid)
         mean = post.mean.reshape(-1).numpy()
         std = post.variance.reshape(-1).sqrt().numpy()
         acq_values = acq(grid.unsqueeze(1)).reshape(-1).numpy()
-    z_lo = norm.ppf(np.clip(recal.inverse(0.025), 1e-12, 1 - 1e-12))
-    z_hi = norm.ppf(np.clip(recal.inverse(0.975), 1e-12, 1 - 1e-12))
+    z_lo, z_hi = acq.standardised_quantile(np.array([0.025, 0.975]))
     x = objective.to_native(grid.numpy())[:, 0]
     return pd.DataFrame({
         "iteration": iteration, "x": x, "f": objective(x[:, None]), "mean": mean, "std_base": std,
-        "std_recal": std * acq.scale,
+        "std_recal": std * (z_hi - z_lo) / (2 * 1.959964),
         "lower_base": mean - 1.959964 * std, "upper_base": mean + 1.959964 * std,
         "lower_recal": mean + z_lo * std, "upper_recal": mean + z_hi * std, "acquisition": acq_values,
     })

@@ -4,16 +4,19 @@ Recalibration set {(F_t, P_hat(F_t))} with P_hat(p) = |{t : F_t <= p}| / N. R is
 stored as a monotone piecewise-linear map on a fixed grid (``RecalibrationMap``), whatever the recalibrator,
 so that the acquisition functions can evaluate R(p) and R^-1(p) in torch with gradients.
 
-- ``isotonic`` (default): ``uqcal.calibration.IsotonicRecalibrator`` when main provides it, otherwise
-  sklearn's IsotonicRegression with the endpoints (0, 0) and (1, 1) pinned.
-- ``gp``: the paper's choice (Sec. 5, "we use another GP as our recalibrator"): a GP regression of P_hat
-  on F, made monotone by a running maximum and rescaled to map [0, 1] onto [0, 1].
+- ``gp`` (default, the paper's: Sec. 5, "we use another GP as our recalibrator model R"): a GP regression
+  (``surrogate.fit_gp``: RBF, standardised targets, ML-II) of P_hat(F_t) on F_t with the endpoints (0, 0)
+  and (1, 1) added, its posterior mean made monotone by a running maximum and rescaled onto [0, 1].
+- ``isotonic`` (ablation): ``uqcal.calibration.IsotonicRecalibrator`` (Kuleshov et al.'s choice) with the
+  endpoints pinned.
 - Identity while fewer than ``min_points`` PIT values exist.
 
-``sigma_scale`` turns R into the paper's sigma -> sigma_new rescaling: the calibrated p-quantile of a
-Gaussian forecast is mu + sigma * Phi^-1(R^-1(p)) and the rescaled one is mu + s * sigma * Phi^-1(p);
-s is their least-squares match over p = 0.05, ..., 0.95 (no intercept). R acts on the standardised
-residual only, so s is the same at every x.
+How a recalibrated Gaussian forecast reaches the acquisition (``acquisition.py``): R acts on the
+standardised residual z = (y - mu) / sigma, so the recalibrated forecast is y = mu + sigma Z with
+P(Z <= z) = R(Phi(z)), the same law at every x. ``moments`` gives its mean m_R and standard deviation s_R
+(exactly, for the piecewise-linear R), ``quantile`` its quantiles Phi^-1(R^-1(p)). ``sigma_scale`` is the
+previous rule (ablation): a least-squares slope s of Phi^-1(R^-1(p)) on Phi^-1(p) over p = 0.05..0.95
+(no intercept), so that sigma -> s sigma and any shift of the median is dropped.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ try:  # the shared building block (uqcal.calibration on main)
 except ImportError:  # pragma: no cover - older checkouts
     IsotonicRecalibrator = None
 
-RECALIBRATORS = ("isotonic", "gp")
+RECALIBRATORS = ("gp", "isotonic")
 # Knots dense in the tails (uniform in z = Phi^-1(p)) so that R^-1 of tail levels stays accurate.
 GRID = np.concatenate([[0.0], norm.cdf(np.linspace(-6.0, 6.0, 1023)), [1.0]])
 SCALE_LEVELS = np.linspace(0.05, 0.95, 19)
@@ -50,6 +53,7 @@ class RecalibrationMap:
     knots: np.ndarray
     values: np.ndarray
     identity: bool = False
+    fit_failed: bool = False  # the GP recalibrator's ML-II fit failed (counted in fit_failures)
 
     @classmethod
     def identity_map(cls) -> RecalibrationMap:
@@ -65,6 +69,30 @@ class RecalibrationMap:
     def torch_call(self, p: torch.Tensor) -> torch.Tensor:
         knots = torch.as_tensor(self.knots, dtype=p.dtype)
         return torch_interp(p, knots, torch.as_tensor(self.values, dtype=p.dtype))
+
+    def quantile(self, p) -> np.ndarray:
+        """Quantiles Phi^-1(R^-1(p)) of the recalibrated standardised forecast Z."""
+        return norm.ppf(np.clip(self.inverse(p), 1e-12, 1 - 1e-12))
+
+    def moments(self) -> tuple[float, float]:
+        """Mean and standard deviation of Z with P(Z <= z) = R(Phi(z)), exact for the piecewise-linear R.
+
+        On a knot interval [p_k, p_k+1] R has slope c_k, so Z has density c_k phi(z) on
+        [z_k, z_k+1] = Phi^-1([p_k, p_k+1]) and E[Z] = sum_k c_k (phi(z_k) - phi(z_k+1)),
+        E[Z^2] = sum_k c_k [Phi(z) - z phi(z)]_{z_k}^{z_k+1} (z phi(z) -> 0 at +-inf). Identity R: (0, 1).
+        """
+        if self.identity:
+            return 0.0, 1.0
+        p = np.asarray(self.knots, dtype=float)
+        width, rise = np.diff(p), np.diff(np.asarray(self.values, dtype=float))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            slope = np.where(width > 0, rise / np.where(width > 0, width, 1.0), 0.0)
+            z = norm.ppf(p)
+            phi = norm.pdf(z)  # 0 at +-inf
+            z_phi = np.where(np.isfinite(z), z * phi, 0.0)
+        first = float(np.sum(slope * (phi[:-1] - phi[1:])))
+        second = float(np.sum(slope * ((p[1:] - z_phi[1:]) - (p[:-1] - z_phi[:-1]))))
+        return first, float(np.sqrt(max(second - first**2, 1e-12)))
 
     def sigma_scale(self) -> float:
         if self.identity:
@@ -94,17 +122,17 @@ def _isotonic_values(pit: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return values
 
 
-def _gp_values(pit: np.ndarray, targets: np.ndarray) -> np.ndarray:
+def _gp_values(pit: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, bool]:
     from uqcal.methods.bo.surrogate import fit_gp
 
     x = torch.as_tensor(np.concatenate([[0.0], pit, [1.0]]), dtype=torch.float64).unsqueeze(-1)
     y = torch.as_tensor(np.concatenate([[0.0], targets, [1.0]]), dtype=torch.float64)
-    model, _ = fit_gp(x, y, "rbf")
+    model, failed = fit_gp(x, y, "rbf")
     with torch.no_grad():
-        return model.posterior(torch.as_tensor(GRID).unsqueeze(-1)).mean.reshape(-1).numpy()
+        return model.posterior(torch.as_tensor(GRID).unsqueeze(-1)).mean.reshape(-1).numpy(), failed
 
 
-def fit_recalibration(pit, method: str = "isotonic", min_points: int = 5) -> RecalibrationMap:
+def fit_recalibration(pit, method: str = "gp", min_points: int = 5) -> RecalibrationMap:
     """R fitted on held-out PIT values; identity below ``min_points`` values."""
     if method not in RECALIBRATORS:
         raise ValueError(f"recalibrator {method!r} not in {RECALIBRATORS}")
@@ -112,10 +140,14 @@ def fit_recalibration(pit, method: str = "isotonic", min_points: int = 5) -> Rec
     if len(pit) < min_points:
         return RecalibrationMap.identity_map()
     targets = empirical_cdf_targets(pit)
-    raw = _isotonic_values(pit, targets) if method == "isotonic" else _gp_values(pit, targets)
+    failed = False
+    if method == "isotonic":
+        raw = _isotonic_values(pit, targets)
+    else:
+        raw, failed = _gp_values(pit, targets)
     values = np.maximum.accumulate(np.clip(raw, 0.0, 1.0))  # monotone (no-op for isotonic)
     lo, hi = values[0], values[-1]
     if hi - lo <= 1e-12:
-        return RecalibrationMap.identity_map()
+        return RecalibrationMap(np.array([0.0, 1.0]), np.array([0.0, 1.0]), identity=True, fit_failed=failed)
     values = (values - lo) / (hi - lo)  # onto [0, 1]: R(0) = 0, R(1) = 1
-    return RecalibrationMap(GRID.copy(), values)
+    return RecalibrationMap(GRID.copy(), values, fit_failed=failed)
