@@ -5,10 +5,6 @@ from snakemake.exceptions import WorkflowError
 
 from uqcal import jobs as J
 from uqcal.config import ConfigError, prepare_config
-from uqcal.snakemake_fixes import single_reevaluation_timer
-
-# Snakemake's scheduler otherwise grows one never-ending timer chain per job event (uqcal/snakemake_fixes.py).
-single_reevaluation_timer()
 
 CONFIG_FILE = (
     str(workflow.overwrite_configfiles[-1]) if workflow.overwrite_configfiles else "config/config.yaml"

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import torch
 
 from uqcal.api import Method, RunContext
+from uqcal.io import load_torch
 from uqcal.methods.qr.recalibration import StandardisedRecalibration, isotonic_knots
 
 QUANTILE_LEVELS = (0.025, 0.05, 0.16, 0.84, 0.95, 0.975)
@@ -68,7 +68,7 @@ class IsotonicRecalibrated(Method):
             raise ValueError(f"fit_on must be one of {FIT_ON}, got {p['fit_on']!r}")
         if ctx.depends_dir is None:
             raise ValueError(f"qr method {ctx.method!r} needs depends_on: a base run to recalibrate")
-        base = torch.load(ctx.depends_dir / "model.pt", weights_only=False)
+        base = load_torch(ctx.depends_dir / "model.pt")  # weights_only: the base run may be a pulled file
         base_pred = pd.read_parquet(ctx.depends_dir / "predictions.parquet")
         pit = np.asarray(base["train_pit" if p["fit_on"] == "train" else "calibration_pit"], float)
         if pit.size < 2:
