@@ -77,6 +77,6 @@ def test_episode_paired_claim_reads_runs_and_applies_require(tmp_path):
     claim = {"id": "c", "text": "t", "check": {"kind": "episode_paired", "metric": "ece", "probs": "ts", "a": "md",
                                                 "b": ["dkt"], "n_boot": 300}}
     result = evaluate_claim(claim, ctx)
-    assert result.verdict == "held" and "better" in result.evidence[0][1]
+    assert result.verdict == "held" and "better" in result.evidence[0].detail
     claim["check"].update(a="dkt", b=["md"])
     assert evaluate_claim(claim, ctx).verdict == "not held"

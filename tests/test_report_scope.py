@@ -88,7 +88,7 @@ def test_failed_fit_marks_its_cell_with_the_run_count(site):
     header = [c.strip() for c in md.splitlines()[4].strip("|").split("|")]
     rio, nn = cells[header.index("rmse ↓ RIO")], cells[header.index("rmse ↓ NN")]
     assert rio.endswith("⚠ 1/3")  # seed 1 of 3 planned runs; seed 7 (another config's) is not counted
-    assert "⚠" not in nn and "⚠" not in cells[header.index("rmse ↓ marginal")]
+    assert "⚠" not in nn and "⚠" not in cells[header.index("rmse ↓ marginal Gaussian (reference)")]
     assert "k of the n runs behind the cell had a failed fit" in md
     page = (site["out"] / "rio" / "index.html").read_text()
     assert 'class="fitfail"' in page and "1 of 3 runs had a failed fit" in page

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from uqcal.data import Table
+from uqcal.data.validate import DataValidationError
 from uqcal.splits import (
     fewshot_split,
     holdout_split,
@@ -117,7 +118,7 @@ def test_kfold_seeds_map_to_repeats_and_folds(shuffle):
 def test_kfold_default_is_contiguous_and_shuffle_is_validated():
     table = single_table()
     assert kfold_split(table, {"folds": 5}, 1)["test"] == list(range(21, 42))
-    with pytest.raises(ValueError, match="shuffle"):
+    with pytest.raises(DataValidationError, match="shuffle"):
         kfold_split(table, {"folds": 5, "shuffle": "yes"}, 0)
 
 
