@@ -242,13 +242,13 @@ def test_after_dvc_repro_and_a_run_cache_checkout_snakemake_has_nothing_to_do(sm
 
 def test_an_identical_split_made_again_leaves_every_job_current(smoke_run, tmp_path):
     root = copy_run(smoke_run, tmp_path / "repo")
-    split = "data/splits/bo/forrester/forrester-ucb"
+    split = "data/splits/bo/forrester/forrester-basin-ucb"
     before = fingerprints(root)
     # Through Snakemake (the split alone, forced) and through DVC (the stage alone, forced).
     snakemake([split, "--cores", "1", "--forcerun", "split", "--configfile", SMOKE], root)
     assert (root / split / ".snakemake_timestamp").exists()  # Snakemake's date file, ignored by DVC
     nothing_to_do(root)
-    stage = next(name for name, job in stage_jobs(root).items() if job == "split bo/forrester/forrester-ucb")
+    stage = next(name for name, job in stage_jobs(root).items() if job == "split bo/forrester/forrester-basin-ucb")
     dvc(["repro", "--force", "--single-item", stage], root)
     nothing_to_do(root)
     assert fingerprints(root) == before
