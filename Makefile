@@ -4,14 +4,34 @@ PYTHON ?= python3
 VENV ?= .venv
 CORES ?= all
 BIN := $(VENV)/bin
+# Which torch build the venv gets (README, "CPU or GPU"):
+#   TORCH=cpu   (default) the pinned torch as pip resolves it with no index named: what `make test`,
+#               `make reproduce` and CI install. TORCH_INDEX=<CPU index> names PyTorch's CPU-only wheels.
+#   TORCH=cuda  the same version's CUDA build from PyTorch's CUDA wheel index: GPU machines and the GPU
+#               nodes of a SLURM run (the cluster's jobs use this venv). TORCH_INDEX=<index> picks another
+#               CUDA version or a mirror.
+TORCH ?= cpu
+TORCH_VERSION := 2.13.0
+TORCH_INDEX_cuda := https://download.pytorch.org/whl/cu128
+TORCH_INDEX ?= $(TORCH_INDEX_$(TORCH))
+ifeq ($(filter $(TORCH),cpu cuda),)
+$(error TORCH=$(TORCH): expected cpu or cuda)
+endif
+TORCH_STAMP := $(VENV)/.torch-$(TORCH)
 
 .PHONY: venv reproduce smoke test lint clean pull
 
-$(BIN)/uqcal: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+# The torch build, recorded by a stamp: asking for the other build reinstalls torch (pip counts the CUDA
+# build 2.13.0+cu128 as satisfying ==2.13.0, so the old one is uninstalled first).
+$(TORCH_STAMP):
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
-	# torch==2.13.0 is the CPU build; a looser pin would pull several GB of CUDA wheels.
-	$(BIN)/python -m pip install "torch==2.13.0"
+	if ls $(VENV)/.torch-* >/dev/null 2>&1; then $(BIN)/python -m pip uninstall -y torch; fi
+	$(BIN)/python -m pip install "torch==$(TORCH_VERSION)"$(if $(TORCH_INDEX), --index-url $(TORCH_INDEX))
+	rm -f $(VENV)/.torch-*
+	touch $@
+
+$(BIN)/uqcal: pyproject.toml $(TORCH_STAMP)
 	$(BIN)/python -m pip install -e ".[test]"
 	touch $(BIN)/uqcal
 

@@ -29,6 +29,17 @@ def _ignore(directory: str, names: list[str]) -> set[str]:
 torch.set_num_threads(1)
 
 
+def method_device() -> torch.device:
+    """The device the training tests run methods on: ``UQCAL_TEST_DEVICE`` (cpu, cuda, cuda:N; default cpu).
+
+    ``UQCAL_TEST_DEVICE=cuda pytest tests/test_*_methods.py`` runs them on CUDA; an unavailable CUDA fails
+    (``resolve_device``) rather than quietly testing the CPU again.
+    """
+    from uqcal.device import resolve_device
+
+    return resolve_device(os.environ.get("UQCAL_TEST_DEVICE", "cpu"))
+
+
 GIT = ["git", "-c", "user.email=ci@uqcal", "-c", "user.name=ci", "-c", "commit.gpgsign=false"]
 
 

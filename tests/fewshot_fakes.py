@@ -7,8 +7,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-import torch
 
+from tests.conftest import method_device
 from uqcal.api import RunContext
 from uqcal.splits import class_rows, sample_fewshot_episode
 
@@ -72,7 +72,7 @@ class FakeContext(RunContext):
             split_path=run_dir / "split.json",
             raw_path=run_dir / "raw.parquet",
             depends_dir=depends_dir,
-            device=torch.device("cpu"),
+            device=method_device(),
             log=logging.getLogger("fewshot-test"),
         )
         self._table, self._split = table, split

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
+from tests.conftest import method_device
 from uqcal.api import RunContext, get_entry, resolve_params
 from uqcal.methods.bo.calibrated import bo_metrics
 from uqcal.objectives import make_synthetic
@@ -24,7 +25,7 @@ def _run(tmp_path, method, setting, seed=0):
         family="bo", dataset="forrester", setting="forrester-ucb", method=method, seed=seed,
         config={"torch_threads": 1}, dataset_spec={"source": SPEC}, setting_params=setting, family_params={},
         params=params, run_dir=tmp_path / method / f"seed{seed}", split_path=tmp_path / "split.json",
-        raw_path=tmp_path / "raw.parquet", depends_dir=None, device=torch.device("cpu"),
+        raw_path=tmp_path / "raw.parquet", depends_dir=None, device=method_device(),
         log=logging.getLogger("test"),
     )
     method_obj = get_entry("bo", method).load_class()(params)
@@ -107,7 +108,7 @@ def test_every_option_runs_and_recalibrates(tmp_path, method):
         family="bo", dataset="forrester", setting="s", method=method, seed=0, config={},
         dataset_spec={"source": SPEC}, setting_params=setting, family_params={},
         params=resolve_params("bo", method, params), run_dir=tmp_path, split_path=tmp_path / "none.json",
-        raw_path=tmp_path / "raw.parquet", depends_dir=None, device=torch.device("cpu"),
+        raw_path=tmp_path / "raw.parquet", depends_dir=None, device=method_device(),
         log=logging.getLogger("test"),
     )
     get_entry("bo", method).load_class()(ctx.params).train(ctx)

@@ -156,3 +156,28 @@ def test_resource_key_typo_is_named(smoke_raw, where):
     path = "families.rio.resources" + ("" if where == "family" else ".per_dataset.concrete")
     with pytest.raises(ConfigError, match=rf"{path.replace('.', chr(92) + '.')}: unknown key.*'gpus'"):
         _prepare(cfg)
+
+
+def test_paper_config_requests_gpus_for_the_learners_only():
+    # config/paper.yaml asks a GPU for every train job of metareg, rio, qr and fewshot, and for the BO jobs
+    # on the CNN objectives; the cpu_only methods (the references, qr's isotonic recalibration of a saved
+    # run) never ask, whatever their family says. gpu > 0 is what the SLURM profile turns into --gpus.
+    from uqcal.api import get_entry
+    from uqcal.jobs import plan, resources
+
+    config = load_config(REPO / "config" / "paper.yaml")
+    asked: dict[tuple[str, bool], set[str]] = {}
+    for job in plan(config):
+        if job.rule != "train":
+            continue
+        family, dataset, _, method = job.key
+        gpu = resources(config, family, dataset, method)["gpu"]
+        cpu_only = get_entry(family, method).load_class().cpu_only
+        assert not (cpu_only and gpu), f"{job.key}: a cpu_only method requests gpu={gpu}"
+        if not cpu_only:
+            expected = family != "bo" or dataset.startswith("cnn_")
+            assert bool(gpu) == expected, f"{job.key}: gpu={gpu}"
+        asked.setdefault((family, bool(gpu)), set()).add(method)
+    assert {"marginal", "dvi_iso", "de_qr_isocal"} <= asked[("qr", False)]
+    assert "marginal" in asked[("metareg", False)] and "marginal" in asked[("rio", False)]
+    assert {"calibrated", "random"} <= asked[("bo", True)]  # the CNN objectives train on the GPU

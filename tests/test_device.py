@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
+from tests.conftest import method_device
 from uqcal.api import RunContext
 from uqcal.device import resolve_device
 from uqcal.io import read_json
@@ -27,8 +28,9 @@ def test_save_outputs_records_the_device(tmp_path):
     ctx = RunContext(
         family="rio", dataset="d", setting="s", method="m", seed=0, config={}, dataset_spec={}, setting_params={},
         family_params={}, params={}, run_dir=tmp_path / "run", split_path=tmp_path / "split.json",
-        raw_path=tmp_path / "raw.parquet", depends_dir=None, device=torch.device("cpu"), log=logging.getLogger("t"),
+        raw_path=tmp_path / "raw.parquet", depends_dir=None, device=method_device(), log=logging.getLogger("t"),
     )
     ctx.save_outputs(pd.DataFrame({"y": [1.0], "mean": [1.0]}), {"w": torch.zeros(1)}, {"loss": 0.5})
     stats = read_json(tmp_path / "run" / "train_stats.json")
-    assert stats["device"] == "cpu" and stats["loss"] == 0.5 and isinstance(stats["device_name"], str)
+    assert stats["device"] == str(ctx.device) and stats["loss"] == 0.5
+    assert stats["device_name"] and isinstance(stats["device_name"], str)

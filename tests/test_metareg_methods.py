@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
+from tests.conftest import method_device
 from uqcal.api import resolve_params
 from uqcal.methods.metareg import METHODS
 from uqcal.methods.metareg.episodes import EarlyStopping, EpisodeData, meta_train
@@ -21,7 +22,7 @@ TINY = {"epochs": 2, "eval_every": 1, "patience": 1, "iterations": 3, "n_pool_ma
 @pytest.fixture(scope="module")
 def data():
     X, y, task = sine_tasks(20, 60, 2, seed=4)
-    return EpisodeData(X, y, task, episode_split(task, n_support=10, n_query=30, seed=0))
+    return EpisodeData(X, y, task, episode_split(task, n_support=10, n_query=30, seed=0), device=method_device())
 
 
 @pytest.mark.parametrize("name", [m for m in METHODS if m != "marginal" and not m.startswith("metacal_")])
@@ -57,7 +58,7 @@ def test_max_train_tasks_subsets_the_training_tasks():
 def test_metacal_meta_training_lowers_the_validation_loss(data):
     method = MetaCal({"epochs": 40, "eval_every": 40, "patience": 1})
     torch.manual_seed(0)
-    untrained = method.build(data).double()
+    untrained = method.build(data).to(device=data.device, dtype=torch.float64)
     with torch.no_grad():
         before = float(method.loss(untrained, data.val))
     _, _, stats = method.run(data, None, seed=0)
@@ -115,7 +116,7 @@ def test_early_stopping_smooths_a_single_noisy_dip_away():
 def test_a_non_finite_loss_stops_meta_training_and_restores_the_best_state(data):
     method = MetaCal({"epochs": 30, "eval_every": 1, "patience": 1000})
     torch.manual_seed(0)
-    model = method.build(data).double()
+    model = method.build(data).to(device=data.device, dtype=torch.float64)
     calls = {"n": 0}
 
     def loss(model, episodes):

@@ -11,6 +11,7 @@ import torch
 from scipy.special import expit
 from scipy.stats import norm
 
+from tests.conftest import method_device
 from uqcal.api import RunContext, get_entry, resolve_params
 from uqcal.calibration_entropy import QuantileRegularizer
 from uqcal.methods.qr.gaussian_nets import (
@@ -51,7 +52,7 @@ def _context(tmp_path, method, depends_dir=None, overrides=None, n=240):
         family="qr", dataset="synthetic", setting="cv5", method=method, seed=0, config={"torch_threads": 1},
         dataset_spec={}, setting_params={}, family_params={}, params=params, run_dir=tmp_path / method,
         split_path=tmp_path / "split.json", raw_path=tmp_path / "raw.parquet", depends_dir=depends_dir,
-        device=torch.device("cpu"), log=logging.getLogger("test"),
+        device=method_device(), log=logging.getLogger("test"),
         data=SimpleNamespace(X=X, y=y), split=split)
 
 

@@ -7,8 +7,8 @@ import logging
 
 import numpy as np
 import pandas as pd
-import torch
 
+from tests.conftest import method_device
 from uqcal.api import RunContext
 from uqcal.methods.reference import MarginalGaussian
 
@@ -21,7 +21,7 @@ def _metareg_run(tmp_path, frame: pd.DataFrame, split: dict) -> pd.DataFrame:
         family="metareg", dataset="d", setting="s", method="marginal", seed=0, config={}, dataset_spec=spec,
         setting_params={}, family_params={}, params=dict(MarginalGaussian.defaults), run_dir=tmp_path / "run",
         split_path=tmp_path / "split.json", raw_path=tmp_path / "raw.parquet", depends_dir=None,
-        device=torch.device("cpu"), log=logging.getLogger("test"),
+        device=method_device(), log=logging.getLogger("test"),
     )
     MarginalGaussian().train(ctx)
     return pd.read_parquet(ctx.run_dir / "predictions.parquet")

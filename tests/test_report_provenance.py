@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import re
 import subprocess
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from tests.test_report_tree import build_smoke_like_tree, write_run
 from uqcal.io import write_json
+from uqcal.report.build import build_reports
 from uqcal.report.html import provenance_html
-from uqcal.report.provenance import collect, file_sha256, git_state, read_dataset_records, read_job_resources
+from uqcal.report.provenance import (
+    collect,
+    file_sha256,
+    git_state,
+    read_dataset_records,
+    read_job_resources,
+    read_run_devices,
+)
+
+REFERENCE_DIR = Path(__file__).resolve().parents[1] / "config" / "reference"
 
 
 def test_file_sha256_matches_hashlib(tmp_path):
@@ -68,3 +82,60 @@ def test_job_resources_and_dataset_records(tmp_path):
     page = provenance_html(prov, family="rio", datasets=["concrete", "diabetes"])
     assert "train" in page and "6.0" in page and "materialise" not in page  # per-family rule times
     assert "No provenance record for: diabetes" in page and prov.config_sha256[:16] in page
+
+
+def _device_rows(page: str) -> list[list[str]]:
+    """Cells of the run-devices table of a page (tags stripped)."""
+    table = re.search(r'<table class="run-devices">(.*?)</table>', page, re.S)
+    assert table, "the provenance block has no table of the runs' devices"
+    rows = re.findall(r"<tr>(.*?)</tr>", table.group(1), re.S)
+    cells = [[re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", r, re.S)] for r in rows]
+    assert cells[0] == ["device", "device name", "runs", "methods (runs)"]
+    return cells[1:]
+
+
+def test_run_devices_come_from_each_runs_train_stats(tmp_path):
+    def stats(run: str, **fields):
+        write_json(tmp_path / "rio/concrete/holdout" / run / "train_stats.json", {"fit_failures": 0, **fields})
+
+    for seed in (0, 1):
+        stats(f"nn/seed{seed}", device="cuda", device_name="NVIDIA H100 80GB HBM3")
+        stats(f"rio/seed{seed}", device="cuda", device_name="NVIDIA H100 80GB HBM3")
+    stats("marginal/seed0", device="cpu", device_name="x86_64")
+    stats("svgp/seed0")  # written before runs recorded their device
+    write_json(tmp_path / "qr/concrete/cv5/dvi/seed0/train_stats.json", {"device": "cpu"})  # another family
+    devices = read_run_devices(tmp_path, "rio")
+    assert devices.to_dict("records") == [
+        {"device": "cpu", "device_name": "x86_64", "method": "marginal", "runs": 1},
+        {"device": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "method": "nn", "runs": 2},
+        {"device": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "method": "rio", "runs": 2},
+        {"device": "not recorded", "device_name": "", "method": "svgp", "runs": 1},
+    ]
+    prov = collect(tmp_path / "config.yaml", tmp_path, tmp_path / "records", tmp_path / "data")
+    assert _device_rows(provenance_html(prov, family="rio", devices=devices)) == [
+        ["cpu", "x86_64", "1", "marginal (1)"],
+        ["cuda", "NVIDIA H100 80GB HBM3", "4", "nn (2), rio (2)"],
+        ["not recorded", "", "1", "svgp (1)"],
+    ]
+    assert "run-devices" not in provenance_html(prov)  # the index page: no family, no runs' device
+
+
+def test_the_family_page_shows_the_device_of_the_configs_runs(tmp_path):
+    tree = build_smoke_like_tree(tmp_path, seeds=2, rio_datasets=("concrete",))
+    config = copy.deepcopy(tree["config"])
+    config["families"] = {"rio": config["families"]["rio"]}
+    rio = tree["results"] / "rio" / "concrete" / "holdout"
+    for method in ("nn", "rio", "svgp", "marginal"):
+        for seed in (0, 1):
+            device = ("cpu", "x86_64") if method == "marginal" else ("cuda", "NVIDIA H100 80GB HBM3")
+            write_json(rio / method / f"seed{seed}" / "train_stats.json",
+                       {"device": device[0], "device_name": device[1]})
+    # A run this config does not plan (seed 7) trained elsewhere: it must not reach the page.
+    write_run(tree["results"], "rio", "concrete", "holdout", "rio", 7, {"rmse": 1.0, "nlpd": 1.0})
+    write_json(rio / "rio" / "seed7" / "train_stats.json", {"device": "cuda:3", "device_name": "Tesla V100"})
+    build_reports(config, str(tree["config_path"]), tree["results"], tree["out"], tree["data"], tree["logs"],
+                  reference_dir=REFERENCE_DIR)
+    assert _device_rows((tree["out"] / "rio" / "index.html").read_text()) == [
+        ["cpu", "x86_64", "2", "marginal (2)"],
+        ["cuda", "NVIDIA H100 80GB HBM3", "6", "nn (2), rio (2), svgp (2)"],
+    ]

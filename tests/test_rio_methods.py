@@ -13,6 +13,7 @@ import pytest
 import torch
 from linear_operator.utils.errors import NotPSDError
 
+from tests.conftest import method_device
 from uqcal.api import RunContext, resolve_params
 from uqcal.methods.rio import METHODS
 from uqcal.methods.rio.rio import combined_inputs, fit_and_predict
@@ -227,7 +228,7 @@ def _make_ctx(tmp_path: Path, method: str, depends_dir=None, n=60, seed=0) -> _C
         family="rio", dataset="toy", setting="holdout", method=method, seed=seed, config={"torch_threads": 1},
         dataset_spec={}, setting_params={}, family_params={}, params=params, run_dir=tmp_path / method,
         split_path=tmp_path / "split.json", raw_path=tmp_path / "raw.parquet", depends_dir=depends_dir,
-        device=torch.device("cpu"), log=logging.getLogger("test_rio"),
+        device=method_device(), log=logging.getLogger("test_rio"),
     )  # fmt: skip
     ctx._table = SimpleNamespace(X=x, y=y)
     ctx._split = split

@@ -132,7 +132,8 @@ def _botorch_function(test_function) -> Callable[[np.ndarray], np.ndarray]:
 
     def evaluate(x: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            return test_function.evaluate_true(torch.as_tensor(x, dtype=torch.float64)).numpy()
+            # A numpy boundary: a few points per call, evaluated on the CPU whatever the run's device.
+            return test_function.evaluate_true(torch.as_tensor(x, dtype=torch.float64, device="cpu")).cpu().numpy()
 
     return evaluate
 

@@ -25,7 +25,7 @@ from uqcal.io import write_json, write_text
 from uqcal.report import html as H
 from uqcal.report.claims import ClaimContext, ClaimResult, evaluate_claims
 from uqcal.report.figures import FigureContext, build_figure, pit_values
-from uqcal.report.provenance import Provenance, collect
+from uqcal.report.provenance import Provenance, collect, read_run_devices
 from uqcal.report.reference import DatasetRelation, Reference, load_reference, relate_dataset
 from uqcal.report.results import load_predictions, load_runs, load_summary
 from uqcal.report.tables import FAILURE_MARK, BuiltTable, build_table, fit_failure_counts, to_html, to_markdown
@@ -138,6 +138,7 @@ class FamilyReport:
     n_runs: int
     reference: Reference
     failures: pd.DataFrame | None = None
+    devices: pd.DataFrame | None = None  # where the runs trained (provenance.read_run_devices)
 
 
 def _metrics_json(summary: pd.DataFrame, metrics: list[str] | None = None) -> dict:
@@ -237,7 +238,8 @@ def build_family(
     )
     _dvc_plot_data(family, spec, results_dir, fam_out)
     n_runs = int(runs.groupby(["dataset", "setting", "method", "seed"]).ngroups) if not runs.empty else 0
-    return FamilyReport(family, spec, summary, claims, tables, figures, datasets, n_runs, reference, failures)
+    return FamilyReport(family, spec, summary, claims, tables, figures, datasets, n_runs, reference, failures,
+                        read_run_devices(results_dir, family))
 
 
 def _build_family_task(task: tuple) -> FamilyReport:
@@ -280,7 +282,7 @@ def family_page(rep: FamilyReport, prov: Provenance, reference: Reference, famil
     body.append("<h2>Figures</h2>")
     body.append(H.figures_html(rep.figures))
     body.append("<h2>Provenance</h2>")
-    body.append(H.provenance_html(prov, rep.family, rep.datasets))
+    body.append(H.provenance_html(prov, rep.family, rep.datasets, rep.devices))
     body.append(
         f'<p><small>Machine-readable: <a href="metrics.json">metrics.json</a>, '
         f'<a href="claims.json">claims.json</a>. Published numbers: '

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from html import escape
 
+import pandas as pd
+
 from uqcal.report.claims import HELD, INCONCLUSIVE, NOT_HELD, NOT_RUN, ClaimResult
 from uqcal.report.figures import Rendered, Skipped
 from uqcal.report.provenance import Provenance
@@ -108,7 +110,29 @@ def figures_html(items: list, rel_prefix: str = "") -> str:
     return "\n".join(out)
 
 
-def provenance_html(prov: Provenance, family: str | None = None, datasets: list[str] | None = None) -> str:
+def run_devices_html(devices: pd.DataFrame | None) -> str:
+    """The device the family's runs trained on (their train_stats.json), one row per device."""
+    if devices is None or devices.empty:
+        return '<p class="note">No train_stats.json for this page: the runs\' device is unknown.</p>'
+    rows = []
+    for (device, name), group in devices.groupby(["device", "device_name"], sort=True):
+        methods = ", ".join(f"{m} ({n})" for m, n in zip(group["method"], group["runs"], strict=True))
+        rows.append(
+            f'<tr><td style="text-align:left"><code>{escape(device)}</code></td><td style="text-align:left">'
+            f'{escape(name)}</td><td>{int(group["runs"].sum())}</td>'
+            f'<td style="text-align:left;white-space:normal">{escape(methods)}</td></tr>'
+        )
+    return (
+        "<h3>Device of the runs (train_stats.json: device, device_name)</h3><table class=\"run-devices\"><thead>"
+        "<tr><th>device</th><th>device name</th><th>runs</th><th>methods (runs)</th></tr></thead><tbody>"
+        + "".join(rows) + "</tbody></table>"
+    )
+
+
+def provenance_html(prov: Provenance, family: str | None = None, datasets: list[str] | None = None,
+                    devices: pd.DataFrame | None = None) -> str:
+    """The provenance block; ``devices`` (``provenance.read_run_devices``) adds where the family's runs
+    trained, which on a cluster is not the machine that built the report (the "report built on" row)."""
     dirty = {True: "dirty (uncommitted changes)", False: "clean", None: "unknown"}[prov.git_dirty]
     out = [
         "<table>",
@@ -116,12 +140,14 @@ def provenance_html(prov: Provenance, family: str | None = None, datasets: list[
         f"sha256 <code>{escape(prov.config_sha256[:16])}</code></td></tr>",
         f'<tr><th style="text-align:left">git</th><td style="text-align:left"><code>{escape(prov.git_commit)}</code> '  # noqa: E501
         f"({escape(dirty)})</td></tr>",
-        f'<tr><th style="text-align:left">device</th><td style="text-align:left">{escape(prov.device)}</td></tr>',  # noqa: E501
+        f'<tr><th style="text-align:left">report built on</th><td style="text-align:left">{escape(prov.device)}</td></tr>',  # noqa: E501
         f'<tr><th style="text-align:left">python</th><td style="text-align:left">{escape(prov.python)}</td></tr>',  # noqa: E501
         '<tr><th style="text-align:left">packages</th><td style="text-align:left;white-space:normal">'
         + ", ".join(f"{escape(k)} {escape(v)}" for k, v in prov.packages.items())
         + "</td></tr></table>",
     ]
+    if family is not None:
+        out.append(run_devices_html(devices))
     bench = prov.benchmarks
     if family is not None and not bench.empty:
         bench = bench[bench["job"].str.contains(family, regex=False) | bench["rule"].str.contains(family, regex=False)]

@@ -1,5 +1,6 @@
-"""Provenance shown on every report page: config + hash, git state, package versions, device, per-rule
-wall-clock, CPU and memory from the job records (uqcal.jobs) and the dataset provenance records."""
+"""Provenance shown on every report page: config + hash, git state, package versions, the report machine's
+device and, per family, the device every run trained on (its train_stats.json), per-rule wall-clock, CPU and
+memory from the job records (uqcal.jobs) and the dataset provenance records."""
 
 from __future__ import annotations
 
@@ -122,6 +123,35 @@ def device_description() -> str:
         if names:
             return f"GPU: {names[0]} (CPU: {cpu_model()})"
     return f"CPU: {cpu_model()}"
+
+
+NOT_RECORDED = "not recorded"
+DEVICE_COLUMNS = ["device", "device_name", "method", "runs"]
+
+
+def read_run_devices(results_dir: Path, family: str) -> pd.DataFrame:
+    """(device, device_name, method, runs): where each method's runs trained, counted per device.
+
+    Read from each run's ``train_stats.json`` (``device`` and ``device_name``, written by
+    ``RunContext.save_outputs``), not from the machine building the report: a cluster's runs train on GPU
+    nodes and are reported from a login node. A run without the fields counts as "not recorded".
+    """
+    from uqcal.report.results import run_dirs
+
+    counts: dict[tuple[str, str, str], int] = {}
+    for run_dir in run_dirs(results_dir, family):
+        path = run_dir / "train_stats.json"
+        if not path.exists():
+            continue
+        try:
+            stats = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            stats = {}
+        stats = stats if isinstance(stats, dict) else {}
+        key = (str(stats.get("device") or NOT_RECORDED), str(stats.get("device_name") or ""), run_dir.parts[-2])
+        counts[key] = counts.get(key, 0) + 1
+    rows = [(*key, n) for key, n in sorted(counts.items())]
+    return pd.DataFrame(rows, columns=DEVICE_COLUMNS)
 
 
 def _planned(rule: str, job: str, jobs: set[str] | None) -> bool:

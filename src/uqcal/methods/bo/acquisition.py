@@ -63,8 +63,9 @@ class CalibratedAcquisition(AnalyticAcquisitionFunction):
         if mode == "quantile" and kind == "ei":
             integrand = self.recal(norm.cdf(Z_TABLE))
             steps = 0.5 * (integrand[1:] + integrand[:-1]) * np.diff(Z_TABLE)
-            self._g_table = torch.as_tensor(np.concatenate([[0.0], np.cumsum(steps)]))
-            self._z_table = torch.as_tensor(Z_TABLE)
+            # Kept on the CPU; ``_g`` moves them to the input's device and dtype.
+            self._g_table = torch.as_tensor(np.concatenate([[0.0], np.cumsum(steps)]), device="cpu")
+            self._z_table = torch.as_tensor(Z_TABLE, device="cpu")
 
     def _g(self, u: torch.Tensor) -> torch.Tensor:
         z, g = self._z_table.to(u), self._g_table.to(u)

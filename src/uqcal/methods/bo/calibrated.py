@@ -222,12 +222,13 @@ class CalibratedBO(_BOBase):
         p = self.params
         cfg = setting(ctx)
         objective = objective_for(ctx)
-        dtype = torch.float64
+        dtype, device = torch.float64, ctx.device
         u = initial_design(ctx, objective, cfg)
         y = objective(objective.to_native(u))
         best = np.minimum.accumulate(y)
         rows = [_row(objective, 0, u[i : i + 1], y[i], best[i]) for i in range(len(y))]
-        bounds = torch.stack([torch.zeros(objective.dim), torch.ones(objective.dim)]).to(dtype)
+        bounds = torch.stack([torch.zeros(objective.dim, dtype=dtype, device=device),
+                              torch.ones(objective.dim, dtype=dtype, device=device)])
         snapshots = []
         failures = FitFailures.for_run(ctx)
         recal_stds = []
@@ -235,8 +236,8 @@ class CalibratedBO(_BOBase):
         with gpytorch.settings.debug(False):
             for it in ctx.progress(range(1, cfg["budget"] + 1), total=cfg["budget"], desc=ctx.method):
                 start = time.perf_counter()
-                train_x = torch.as_tensor(u, dtype=dtype)
-                train_y = torch.as_tensor(y, dtype=dtype)
+                train_x = torch.as_tensor(u, dtype=dtype, device=device)
+                train_y = torch.as_tensor(y, dtype=dtype, device=device)
                 model, failed = fit_gp(train_x, train_y, p["kernel"])
                 if failed:
                     failures.record(f"ML-II fit of the GP at iteration {it} (botorch ModelFittingError)")
@@ -244,7 +245,7 @@ class CalibratedBO(_BOBase):
                 recal = RecalibrationMap.identity_map()
                 if p["calibrate"] and len(y) >= p["min_recal_points"]:  # fewer PIT values: R = identity
                     pit, failed = heldout_pit(model, p["pit_mode"], train_x, train_y, p["kernel"])
-                    recal = fit_recalibration(pit, p["recalibrator"], p["min_recal_points"])
+                    recal = fit_recalibration(pit, p["recalibrator"], p["min_recal_points"], device=device)
                     if failed:
                         failures.record(f"ML-II refits of the {p['pit_mode']} splits at iteration {it}")
                     if recal.fit_failed:
@@ -257,10 +258,10 @@ class CalibratedBO(_BOBase):
                     warnings.simplefilter("ignore")
                     candidate, _ = optimize_acqf(acq, bounds=bounds, q=1, num_restarts=p["num_restarts"],
                                                  raw_samples=p["raw_samples"])
-                u_next = objective.snap(candidate.detach().numpy())
+                u_next = objective.snap(candidate.detach().cpu().numpy())
                 # One-step-ahead forecast of the new observation (Sec. 5.1: F_t = F_{x_next}(y_next)).
                 with torch.no_grad():
-                    post = model.posterior(torch.as_tensor(u_next, dtype=dtype), observation_noise=True)
+                    post = model.posterior(torch.as_tensor(u_next, dtype=dtype, device=device), observation_noise=True)
                     mean = float(post.mean.reshape(()))
                     std = float(post.variance.reshape(()).sqrt())
                 if objective.dim == 1 and p["snapshot_grid"]:
@@ -303,14 +304,15 @@ def _first_widening(scales: list[float], threshold: float = 1.5) -> int:
 def _snapshot(model, acq: CalibratedAcquisition, objective: Objective, iteration: int, n_grid: int) -> pd.DataFrame:
     """Fig. 1 material: the GP's and the acted-on (recalibrated) 95 % intervals on a 1-D grid before the
     step's query."""
-    grid = torch.linspace(0, 1, n_grid, dtype=torch.float64).unsqueeze(-1)
+    device = model.train_inputs[0].device
+    grid = torch.linspace(0, 1, n_grid, dtype=torch.float64, device=device).unsqueeze(-1)
     with torch.no_grad():
         post = model.posterior(grid)
-        mean = post.mean.reshape(-1).numpy()
-        std = post.variance.reshape(-1).sqrt().numpy()
-        acq_values = acq(grid.unsqueeze(1)).reshape(-1).numpy()
+        mean = post.mean.reshape(-1).cpu().numpy()
+        std = post.variance.reshape(-1).sqrt().cpu().numpy()
+        acq_values = acq(grid.unsqueeze(1)).reshape(-1).cpu().numpy()
     z_lo, z_hi = acq.standardised_quantile(np.array([0.025, 0.975]))
-    x = objective.to_native(grid.numpy())[:, 0]
+    x = objective.to_native(grid.cpu().numpy())[:, 0]
     return pd.DataFrame({
         "iteration": iteration, "x": x, "f": objective(x[:, None]), "mean": mean, "std_base": std,
         "std_recal": std * (z_hi - z_lo) / (2 * 1.959964),

@@ -67,8 +67,8 @@ class RecalibrationMap:
         return np.interp(q, self.values, self.knots)
 
     def torch_call(self, p: torch.Tensor) -> torch.Tensor:
-        knots = torch.as_tensor(self.knots, dtype=p.dtype)
-        return torch_interp(p, knots, torch.as_tensor(self.values, dtype=p.dtype))
+        knots = torch.as_tensor(self.knots, dtype=p.dtype, device=p.device)
+        return torch_interp(p, knots, torch.as_tensor(self.values, dtype=p.dtype, device=p.device))
 
     def quantile(self, p) -> np.ndarray:
         """Quantiles Phi^-1(R^-1(p)) of the recalibrated standardised forecast Z."""
@@ -122,18 +122,21 @@ def _isotonic_values(pit: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return values
 
 
-def _gp_values(pit: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, bool]:
+def _gp_values(pit: np.ndarray, targets: np.ndarray, device: torch.device | str = "cpu") -> tuple[np.ndarray, bool]:
     from uqcal.methods.bo.surrogate import fit_gp
 
-    x = torch.as_tensor(np.concatenate([[0.0], pit, [1.0]]), dtype=torch.float64).unsqueeze(-1)
-    y = torch.as_tensor(np.concatenate([[0.0], targets, [1.0]]), dtype=torch.float64)
+    x = torch.as_tensor(np.concatenate([[0.0], pit, [1.0]]), dtype=torch.float64, device=device).unsqueeze(-1)
+    y = torch.as_tensor(np.concatenate([[0.0], targets, [1.0]]), dtype=torch.float64, device=device)
     model, failed = fit_gp(x, y, "rbf")
     with torch.no_grad():
-        return model.posterior(torch.as_tensor(GRID).unsqueeze(-1)).mean.reshape(-1).numpy(), failed
+        grid = torch.as_tensor(GRID, dtype=torch.float64, device=device).unsqueeze(-1)
+        return model.posterior(grid).mean.reshape(-1).cpu().numpy(), failed
 
 
-def fit_recalibration(pit, method: str = "gp", min_points: int = 5) -> RecalibrationMap:
-    """R fitted on held-out PIT values; identity below ``min_points`` values."""
+def fit_recalibration(pit, method: str = "gp", min_points: int = 5, device: torch.device | str = "cpu"
+                      ) -> RecalibrationMap:
+    """R fitted on held-out PIT values; identity below ``min_points`` values; the GP recalibrator's fit runs on
+    ``device``."""
     if method not in RECALIBRATORS:
         raise ValueError(f"recalibrator {method!r} not in {RECALIBRATORS}")
     pit = np.clip(np.asarray(pit, dtype=float).reshape(-1), 0.0, 1.0)
@@ -144,7 +147,7 @@ def fit_recalibration(pit, method: str = "gp", min_points: int = 5) -> Recalibra
     if method == "isotonic":
         raw = _isotonic_values(pit, targets)
     else:
-        raw, failed = _gp_values(pit, targets)
+        raw, failed = _gp_values(pit, targets, device)
     values = np.maximum.accumulate(np.clip(raw, 0.0, 1.0))  # monotone (no-op for isotonic)
     lo, hi = values[0], values[-1]
     if hi - lo <= 1e-12:

@@ -104,8 +104,8 @@ def _warm_start(batched, start: dict[str, torch.Tensor]) -> None:
 def loo_train_sets(train_x: torch.Tensor, train_y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The N leave-one-out training sets stacked as a batch: (N x N-1 x d, N x N-1); row i drops point i."""
     n = len(train_y)
-    keep = ~torch.eye(n, dtype=torch.bool)
-    index = torch.arange(n).expand(n, n)[keep].reshape(n, n - 1)
+    keep = ~torch.eye(n, dtype=torch.bool, device=train_y.device)
+    index = torch.arange(n, device=train_y.device).expand(n, n)[keep].reshape(n, n - 1)
     return train_x[index], train_y[index]
 
 
@@ -123,7 +123,7 @@ def refit_loo_pit(model, train_x: torch.Tensor, train_y: torch.Tensor, kernel: s
     with torch.no_grad():
         post = batched.posterior(train_x.unsqueeze(-2), observation_noise=True)  # batch i at x_i
         mean, var = post.mean.reshape(-1), post.variance.reshape(-1)
-    return torch.special.ndtr((train_y - mean) / var.sqrt()).numpy(), failed
+    return torch.special.ndtr((train_y - mean) / var.sqrt()).cpu().numpy(), failed
 
 
 def _standardised_system(model) -> tuple[torch.Tensor, torch.Tensor]:
@@ -133,7 +133,7 @@ def _standardised_system(model) -> tuple[torch.Tensor, torch.Tensor]:
     noise = model.likelihood.noise.reshape(-1)
     with torch.no_grad():
         k = model.covar_module(x).to_dense()
-        k = k + noise * torch.eye(len(y), dtype=k.dtype)
+        k = k + noise * torch.eye(len(y), dtype=k.dtype, device=k.device)
         r = y - model.mean_module.constant.reshape(())
     return k, r
 

@@ -56,7 +56,8 @@ class EpisodeData:
             raise ValueError(f"Table.images must be (n, H, W), got shape {images.shape}")
         if images.shape[0] != len(y):
             raise ValueError(f"{images.shape[0]} images but {len(y)} labels")
-        self.images = torch.as_tensor(np.asarray(images, dtype=np.float32))
+        # The dataset stays in host memory; ``episode`` moves each episode's few images to the device.
+        self.images = torch.as_tensor(np.asarray(images, dtype=np.float32), device="cpu")
         self.y = np.asarray([str(v) for v in np.asarray(y).tolist()], dtype=object)  # split classes are str
         self.device = device
         self.image_size = int(images.shape[-1])
@@ -189,7 +190,7 @@ class EpisodicMethod(Method):
 
         probs, labels = self.predict_episodes(model, data, episodes, ctx.torch_generator(offset=5))
         acc = float(np.mean([float((p.argmax(1) == y).double().mean()) for p, y in zip(probs, labels, strict=True)]))
-        ece = classification_ece(torch.cat(probs).double().numpy(), torch.cat(labels).numpy())
+        ece = classification_ece(torch.cat(probs).double().cpu().numpy(), torch.cat(labels).cpu().numpy())
         return acc, ece
 
     def meta_train(self, model, data: EpisodeData, split: dict, ctx: RunContext) -> dict:

@@ -139,7 +139,8 @@ def marginal_samples(mean, var, n_samples, generator=None) -> torch.Tensor:
 def full_covariance_samples(post: Posterior, n_samples, counter, generator=None) -> torch.Tensor:
     """The authors' sampler: joint draws f^c ~ N(m^c, Sigma^c) over all N points. (S, C, N)."""
     chol = psd_safe_cholesky(post.covariance(), counter=counter)
-    eps = torch.randn((n_samples, *post.mean.shape), generator=generator, dtype=post.mean.dtype)
+    # Drawn on the CPU (the generator's device: the same normals on every device), then moved.
+    eps = torch.randn((n_samples, *post.mean.shape), generator=generator, dtype=post.mean.dtype, device="cpu")
     eps = eps.to(post.mean.device)
     return post.mean + (chol.unsqueeze(0) @ eps.unsqueeze(-1)).squeeze(-1)
 

@@ -38,7 +38,8 @@ class MAML(EpisodicMethod):
     def build_model(self, n_way: int, image_size: int) -> nn.Module:
         backbone = build_backbone(self.params["backbone"], image_size, int(self.params["width"]))
         with torch.no_grad():
-            dim = backbone(torch.zeros(2, image_size, image_size)).shape[-1]
+            # The backbone is still on the CPU here (``train`` moves the whole model afterwards).
+            dim = backbone(torch.zeros(2, image_size, image_size, device="cpu")).shape[-1]
         return ConvClassifier(backbone, dim, n_way)
 
     def adapt(self, model, episode: Episode, steps: int, create_graph: bool) -> dict:

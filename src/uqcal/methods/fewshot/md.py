@@ -153,7 +153,7 @@ class MirrorDescentGP(EpisodicMethod):
         gd_curve: list[float] = []
 
         def common_noise():  # common random numbers: every ELBO evaluation draws the same normals
-            return torch.Generator().manual_seed(seed)
+            return torch.Generator(device="cpu").manual_seed(seed)
 
         def record_md(_step, post):
             md_curve.append(float(md_elbo(post, onehot, n_mc, common_noise())))
@@ -162,11 +162,11 @@ class MirrorDescentGP(EpisodicMethod):
             with torch.no_grad():
                 gd_curve.append(float(dense_elbo(kernel_chol, mean, tril, onehot, n_mc, common_noise())))
 
-        gen = torch.Generator().manual_seed(seed + 1)
+        gen = torch.Generator(device="cpu").manual_seed(seed + 1)
         with torch.no_grad():
             expectations = softmax_expectations_fn(onehot, "marginal", n_inner, self.counter, gen)
             run_mirror_descent(kernel, expectations, steps, rho, self.counter, callback=record_md)
-        gen = torch.Generator().manual_seed(seed + 2)
+        gen = torch.Generator(device="cpu").manual_seed(seed + 2)
         run_gradient_descent(kernel, onehot, steps, rho, n_inner, self.counter, gen, callback=record_gd)
         return md_curve, gd_curve
 

@@ -58,7 +58,7 @@ def calibration_errors(confidence: torch.Tensor, correct: torch.Tensor, n_bins: 
     confidence = torch.atleast_2d(confidence)
     k, m = confidence.shape
     index = (torch.ceil(confidence * n_bins).long() - 1).clamp(0, n_bins - 1)
-    zeros = torch.zeros(k, n_bins, dtype=confidence.dtype)
+    zeros = torch.zeros(k, n_bins, dtype=confidence.dtype, device=confidence.device)
     count = zeros.scatter_add(1, index, torch.ones_like(confidence))
     gap = zeros.scatter_add(1, index, correct.to(confidence.dtype).expand(k, m) - confidence).abs()
     mce = torch.where(count > 0, gap / count.clamp_min(1), torch.zeros_like(gap)).amax(1)
@@ -79,7 +79,7 @@ def fit_authors(samples: list[torch.Tensor], labels: list[torch.Tensor], grid: n
     ``list.index(min(...))`` does in calibrate.py.
     """
     y = torch.cat([lab.reshape(-1) for lab in labels])
-    t_ece = torch.as_tensor(grid, dtype=samples[0].dtype)
+    t_ece = torch.as_tensor(grid, dtype=samples[0].dtype, device=samples[0].device)
     best = {"ece": Pair(math.nan, math.nan, math.inf), "mce": Pair(math.nan, math.nan, math.inf)}
     # all episodes' queries side by side: (S, C, M) when the episodes have the same number of samples
     pooled = torch.cat([s.transpose(-1, -2) for s in samples], dim=-1).contiguous()
@@ -96,8 +96,8 @@ def fit_authors(samples: list[torch.Tensor], labels: list[torch.Tensor], grid: n
 
 def fit_nll_temperature(samples: list[torch.Tensor], labels: list[torch.Tensor], bounds=NLL_BOUNDS):
     """One T on log p̄ minimising the validation NLL of p ∝ p̄^{1/T}: (T, NLL at T = 1, NLL at T)."""
-    pbar = torch.cat([tempered_mean_probs(s.double(), 1.0) for s in samples]).numpy()
-    y = torch.cat([lab.reshape(-1) for lab in labels]).numpy()
+    pbar = torch.cat([tempered_mean_probs(s.double(), 1.0) for s in samples]).cpu().numpy()
+    y = torch.cat([lab.reshape(-1) for lab in labels]).cpu().numpy()
     log_p = np.log(np.clip(pbar, 1e-300, None))
 
     def nll(log_t: float) -> float:
@@ -134,8 +134,8 @@ class Recalibration:
         """Recalibrated (M, C) probabilities of one episode: prefix -> array (ts: ECE pair, tsm: MCE pair)."""
         out = {}
         for prefix, pair in (("ts", self.authors_ece), ("tsm", self.authors_mce)):
-            out[prefix] = sharpen(tempered_mean_probs(samples.double(), pair.t_lik), pair.t_ece).numpy()
-        out["nllts"] = sharpen(tempered_mean_probs(samples.double(), 1.0), self.nll_t).numpy()
+            out[prefix] = sharpen(tempered_mean_probs(samples.double(), pair.t_lik), pair.t_ece).cpu().numpy()
+        out["nllts"] = sharpen(tempered_mean_probs(samples.double(), 1.0), self.nll_t).cpu().numpy()
         return out
 
     def warnings(self) -> list[str]:

@@ -242,6 +242,8 @@ def meta_train(
         optimiser.load_state_dict(state["optimiser"])
         generator.set_state(state["generator"])
         torch.set_rng_state(state["torch_rng"])
+        if "cuda_rng" in state and data.device.type == "cuda":  # dropout draws on the device
+            torch.cuda.set_rng_state(state["cuda_rng"], data.device)
         stopper.load_state_dict(state["stopper"])
         first_epoch = epochs_run = state["epoch"]
         steps, elapsed = state["steps"], state["elapsed"]
@@ -275,10 +277,13 @@ def meta_train(
             if monitor is not None:
                 monitor(steps, model)
             if checkpoint is not None:  # at validation points, so a resumed run replays the same checks
+                rngs = {"torch_rng": torch.get_rng_state()}
+                if data.device.type == "cuda":
+                    rngs["cuda_rng"] = torch.cuda.get_rng_state(data.device)
                 checkpoint.save({
                     "epoch": epochs_run, "steps": steps, "model": model.state_dict(),
-                    "optimiser": optimiser.state_dict(), "generator": generator.get_state(),
-                    "torch_rng": torch.get_rng_state(), "stopper": stopper.state_dict(), "stopped": stopped,
+                    "optimiser": optimiser.state_dict(), "generator": generator.get_state(), **rngs,
+                    "stopper": stopper.state_dict(), "stopped": stopped,
                     "fit_failures": failures, "elapsed": elapsed + time.perf_counter() - start,
                 })
         if stopped:
@@ -355,7 +360,7 @@ class MetaRegMethod(Method):
     def run(self, data: EpisodeData, ctx: RunContext | None = None, seed: int = 0):
         """Fit and predict; returns (predictions frame, model, stats). Usable without a RunContext."""
         torch.manual_seed(seed)
-        generator = torch.Generator().manual_seed(seed)
+        generator = torch.Generator(device="cpu").manual_seed(seed)  # CPU draws, moved: one stream per seed
         model, stats = self.fit(data, ctx, generator)
         start = time.perf_counter()
         columns = self.predict(model, data.test)

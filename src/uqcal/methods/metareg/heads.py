@@ -76,7 +76,8 @@ class QuantileHead:
     output_dim = 1
 
     def __init__(self, grid_size: int = 199):
-        self.grid = torch.arange(1, grid_size + 1, dtype=torch.float64) / (grid_size + 1)
+        # Not a module buffer: kept on the CPU and moved to the input's device and dtype where used.
+        self.grid = torch.arange(1, grid_size + 1, dtype=torch.float64, device="cpu") / (grid_size + 1)
 
     def input_dim(self, n_features: int) -> int:
         return n_features + 1

@@ -85,12 +85,14 @@ class DeepKernelGP(nn.Module):
     @property
     def alpha(self):
         if self.raw_alpha is None:
-            return torch.tensor(self.fixed_alpha, dtype=self.raw_beta.dtype)
+            return torch.tensor(self.fixed_alpha, dtype=self.raw_beta.dtype, device=self.raw_beta.device)
         return torch.sigmoid(self.raw_alpha)
 
     @property
     def outputscale(self):
-        return F.softplus(self.raw_outputscale) if self.raw_outputscale is not None else torch.ones(())
+        if self.raw_outputscale is None:
+            return torch.ones((), dtype=self.raw_beta.dtype, device=self.raw_beta.device)
+        return F.softplus(self.raw_outputscale)
 
     def embed(self, x):
         if self.encoder is not None:

@@ -105,7 +105,7 @@ def train_member(net: HeteroscedasticMLP, X: torch.Tensor, y: torch.Tensor, para
     net.train()
     last = {}
     for _ in range(int(params["epochs"])):
-        order = torch.randperm(n, generator=generator)
+        order = torch.randperm(n, generator=generator).to(X.device)  # a CPU generator: the same order on any device
         for start in range(0, n, batch_size):
             index = order[start : start + batch_size]
             loss, nll, penalty = minibatch_loss(net, X[index], y[index], regularizer, params["adversarial"],

@@ -61,6 +61,7 @@ def recalibrated_predictions(y: np.ndarray, mean: np.ndarray, std: np.ndarray,
 
 class IsotonicRecalibrated(Method):
     defaults = {"fit_on": "train", "endpoint_fix": False, "logpdf_floor": -20.0}
+    cpu_only = True  # numpy on the base run's saved PITs: its cluster job never asks for a GPU
 
     def train(self, ctx: RunContext) -> None:
         p = ctx.params

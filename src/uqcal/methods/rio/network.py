@@ -50,8 +50,10 @@ def train_network(
     restore_best: bool = False,
     seed: int = 0,
     progress=None,
+    device: torch.device | str = "cpu",
 ) -> tuple[nn.Sequential, dict]:
-    """Train the NN on standardised inputs and raw targets; returns the network and training facts."""
+    """Train the NN on standardised inputs and raw targets; returns the network (on ``device``) and training
+    facts. The weights are initialised on the CPU and then moved, so every device starts from the same net."""
     if not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction={val_fraction}: must lie in (0, 1)")
     n = len(x_train)
@@ -60,11 +62,11 @@ def train_network(
     order = rng.permutation(n)
     n_val = max(1, int(round(val_fraction * n)))
     val_rows, fit_rows = np.sort(order[:n_val]), order[n_val:]
-    x = torch.as_tensor(x_train, dtype=torch.float32)
-    y = torch.as_tensor(y_train, dtype=torch.float32).reshape(-1, 1)
+    x = torch.as_tensor(x_train, dtype=torch.float32, device=device)
+    y = torch.as_tensor(y_train, dtype=torch.float32, device=device).reshape(-1, 1)
     x_fit, y_fit, x_val, y_val = x[fit_rows], y[fit_rows], x[val_rows], y[val_rows]
 
-    net = build_network(x.shape[1], hidden, depth)
+    net = build_network(x.shape[1], hidden, depth).to(device)
     opt = torch.optim.RMSprop(net.parameters(), lr=lr, alpha=RMSPROP_ALPHA, eps=RMSPROP_EPS)
     loss_fn = nn.MSELoss()
     best_val, best_state, since_best, epochs_run = np.inf, None, 0, 0
@@ -72,7 +74,7 @@ def train_network(
     epochs = range(max_epochs) if progress is None else progress(range(max_epochs), max_epochs, "nn epochs")
     for _ in epochs:
         net.train()
-        perm = torch.as_tensor(rng.permutation(len(fit_rows)))
+        perm = torch.as_tensor(rng.permutation(len(fit_rows)), device=device)
         for s in range(0, len(fit_rows), batch_size):
             rows = perm[s : s + batch_size]
             opt.zero_grad()
@@ -107,19 +109,21 @@ def train_network(
 
 @torch.no_grad()
 def network_predict(net: nn.Module, x: np.ndarray) -> np.ndarray:
+    """The net's predictions at ``x``, computed on the device the net is on."""
     net.eval()
-    return net(torch.as_tensor(x, dtype=torch.float32)).reshape(-1).double().numpy()
+    device = next(net.parameters()).device
+    return net(torch.as_tensor(x, dtype=torch.float32, device=device)).reshape(-1).double().cpu().numpy()
 
 
-def load_network(run_dir) -> tuple[nn.Sequential, dict]:
-    """Rebuild the trained network saved by `nn` in ``run_dir/model.pt``."""
+def load_network(run_dir, device: torch.device | str = "cpu") -> tuple[nn.Sequential, dict]:
+    """Rebuild the trained network saved by `nn` in ``run_dir/model.pt``, on ``device``."""
     path = run_dir / "model.pt"
     if not path.exists():
         raise FileNotFoundError(f"{path}: the `nn` run this method depends on has no model.pt")
     saved = torch.load(path, map_location="cpu", weights_only=True)
     net = build_network(saved["in_dim"], saved["hidden"], saved["depth"])
     net.load_state_dict(saved["state_dict"])
-    net.eval()
+    net.to(device).eval()
     return net, saved
 
 
@@ -154,6 +158,7 @@ class RioNetwork(Method):
             batch_size=int(p["batch_size"]),
             restore_best=bool(p["restore_best"]),
             seed=int(ctx.rng(1).integers(0, 2**31 - 1)),
+            device=ctx.device,
         )
         mean = network_predict(net, data.x_test)
         std = np.full_like(mean, max(info["val_rmse"], 1e-12))

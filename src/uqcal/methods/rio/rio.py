@@ -57,7 +57,7 @@ class ResidualIOGP(Method):
         if ctx.depends_dir is None:
             raise ValueError(f"rio method {ctx.method!r} needs the run directory of `nn` (depends_on)")
         data = load_holdout(ctx)
-        net, saved = load_network(ctx.depends_dir)
+        net, saved = load_network(ctx.depends_dir, ctx.device)
         if saved.get("split_digest") != data.split_digest:
             raise ValueError(
                 f"{ctx.depends_dir}: the network was trained on a different split than {ctx.split_path}"
@@ -75,7 +75,7 @@ class ResidualIOGP(Method):
             lbfgs_history=int(p["lbfgs_history"]), batch_size=int(p["batch_size"]), epochs=int(p["epochs"]),
             lr=float(p["lr"]), scale_targets=bool(p["scale_targets"]), centre_targets=bool(p["centre_targets"]),
             seed=int(ctx.rng(2).integers(0, 2**31 - 1)),
-            progress=ctx.progress,
+            progress=ctx.progress, device=ctx.device,
         )  # fmt: skip
         predictions = pd.DataFrame(
             {"row": data.test_rows, "y": data.y_test, "mean": mean, "std": np.sqrt(var), "nn_mean": yhat_test}

@@ -123,6 +123,7 @@ def fit_svgp(
     dtype: torch.dtype = torch.float64,
     progress=None,
     epoch_callback=None,
+    device: torch.device | str = "cpu",
 ) -> FitResult:
     """Fit the SVGP on ``inputs`` (n x (d+1): standardised x then y_hat) against ``targets`` (n,).
 
@@ -137,6 +138,8 @@ def fit_svgp(
     GP on the centred targets is a GP with constant mean = the training mean).
     ``epoch_callback(epoch, predict)`` (Adam only) is called after each epoch with a function that returns
     the current predictive mean and variance in the targets' units for given inputs (benchmarks' curves).
+    ``device``: where the model and data live; the kernel is built on the CPU and then moved, so every
+    device starts from the same initial state.
     """
     inputs = np.asarray(inputs, dtype=float)
     targets = np.asarray(targets, dtype=float).reshape(-1)
@@ -161,15 +164,15 @@ def fit_svgp(
     if inducing_points is None:
         order = rng.permutation(n)[: min(n_inducing, n)]
         inducing_points = inputs[order]
-    train_x = torch.as_tensor(inputs, dtype=dtype)
-    train_y = torch.as_tensor(targets, dtype=dtype)
+    train_x = torch.as_tensor(inputs, dtype=dtype, device=device)
+    train_y = torch.as_tensor(targets, dtype=dtype, device=device)
     model = IOKernelSVGP(
-        torch.as_tensor(np.asarray(inducing_points), dtype=dtype).clone(),
+        torch.as_tensor(np.asarray(inducing_points), dtype=dtype, device=device).clone(),
         io_kernel(kernel_inputs, n_features, ard),
-    ).to(dtype)
+    ).to(device=device, dtype=dtype)
     if not learn_inducing:
         model.variational_strategy.inducing_points.requires_grad_(False)
-    likelihood = gpytorch.likelihoods.GaussianLikelihood().to(dtype)
+    likelihood = gpytorch.likelihoods.GaussianLikelihood().to(device=device, dtype=dtype)
     likelihood.noise = 1.0  # GPflow default likelihood variance
     model.train()
     likelihood.train()
@@ -222,7 +225,8 @@ def _run_lbfgsb(model, elbo, params, train_x, train_y, max_iter, history) -> dic
 
     def set_params(theta: np.ndarray) -> None:
         with torch.no_grad():
-            for p, chunk in zip(params, torch.split(torch.as_tensor(theta, dtype=params[0].dtype), sizes), strict=True):
+            flat = torch.as_tensor(theta, dtype=params[0].dtype, device=params[0].device)
+            for p, chunk in zip(params, torch.split(flat, sizes), strict=True):
                 p.copy_(chunk.view_as(p))
 
     def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
@@ -238,9 +242,9 @@ def _run_lbfgsb(model, elbo, params, train_x, train_y, max_iter, history) -> dic
             errors.append(f"{type(exc).__name__}: {exc}".splitlines()[0])
             return math.nan, np.full_like(theta, math.nan)
         grad = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
-        return float(loss.item()), grad.double().numpy()
+        return float(loss.item()), grad.double().cpu().numpy()
 
-    theta0 = torch.cat([p.detach().reshape(-1) for p in params]).double().numpy()
+    theta0 = torch.cat([p.detach().reshape(-1) for p in params]).double().cpu().numpy()
     # L-BFGS-B's own vector work is tiny: OpenBLAS threads beyond torch's only contend (2x CPU measured).
     with threadpoolctl.threadpool_limits(limits=torch.get_num_threads(), user_api="blas"):
         res = scipy.optimize.minimize(
@@ -273,7 +277,7 @@ def _run_adam(model, elbo, params, train_x, train_y, batch_size, epochs, lr, rng
     epoch_iter = range(epochs) if progress is None else progress(range(epochs), total=epochs, desc="svgp epochs")
     for epoch in epoch_iter:
         saved = [p.detach().clone() for p in params]
-        order = torch.as_tensor(rng.permutation(n))
+        order = torch.as_tensor(rng.permutation(n), device=train_x.device)
         total = 0.0
         for start in range(0, n, batch_size):
             rows = order[start : start + batch_size]
@@ -319,15 +323,16 @@ def predict_svgp(
     """Predictive mean and variance; the variance includes sigma_n^2 (GPflow predict_y, authors' code)."""
     model.eval()
     likelihood.eval()
-    dtype = next(model.parameters()).dtype
+    first = next(model.parameters())
     means, variances = [], []
     for start in range(0, len(inputs), chunk):
-        x = torch.as_tensor(np.asarray(inputs[start : start + chunk], dtype=float), dtype=dtype)
+        x = torch.as_tensor(np.asarray(inputs[start : start + chunk], dtype=float), dtype=first.dtype,
+                            device=first.device)
         latent = model(x)
         # Eq. (6) is the latent variance; the evaluated predictive adds the noise (predict_y in GPflow).
         dist = likelihood(latent) if include_noise else latent
-        means.append(dist.mean.numpy())
-        variances.append(dist.variance.numpy())
+        means.append(dist.mean.cpu().numpy())
+        variances.append(dist.variance.cpu().numpy())
     return np.concatenate(means), np.concatenate(variances)
 
 
