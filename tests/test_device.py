@@ -34,3 +34,26 @@ def test_save_outputs_records_the_device(tmp_path):
     stats = read_json(tmp_path / "run" / "train_stats.json")
     assert stats["device"] == str(ctx.device) and stats["loss"] == 0.5
     assert stats["device_name"] and isinstance(stats["device_name"], str)
+
+
+def test_a_cuda_device_switches_on_deterministic_kernels(monkeypatch):
+    # resolve_device("cuda") makes CUDA runs reproducible given their seed (cuDNN autotuner off, deterministic
+    # algorithms, a fixed cuBLAS workspace). On a machine without CUDA the switch is checked by pretending.
+    import uqcal.device as device_module
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    before = (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic,
+              torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    try:
+        torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = True, False
+        torch.use_deterministic_algorithms(False)
+        assert device_module.resolve_device("auto") == torch.device("cuda")
+        assert not torch.backends.cudnn.benchmark and torch.backends.cudnn.deterministic
+        assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+        import os
+
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    finally:
+        torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = before[:2]
+        torch.use_deterministic_algorithms(before[2], warn_only=before[3])

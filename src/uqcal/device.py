@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 VALID_DEVICES = ("auto", "cpu", "cuda")
@@ -11,10 +13,24 @@ def resolve_device(spec: str = "auto") -> torch.device:
     if spec not in VALID_DEVICES and not spec.startswith("cuda:"):
         raise ValueError(f"device must be one of {VALID_DEVICES} (or cuda:N), got {spec!r}")
     if spec == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        spec = "cuda" if torch.cuda.is_available() else "cpu"
     if spec.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"device {spec!r} requested but CUDA is not available")
-    return torch.device(spec)
+    device = torch.device(spec)
+    if device.type == "cuda":
+        deterministic_cuda()
+    return device
+
+
+def deterministic_cuda() -> None:
+    """Every run is deterministic given its seed on CUDA too: cuDNN's autotuner and its non-deterministic
+    convolution backward pick different kernels (and summation orders) from run to run, so they are switched
+    off; cuBLAS needs a fixed workspace for reproducible matmuls (set before its first call). Ops without a
+    deterministic CUDA kernel warn instead of failing (``warn_only``)."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    torch.use_deterministic_algorithms(True, warn_only=True)
 
 
 def describe_device(device: torch.device) -> str:
