@@ -52,7 +52,7 @@ test: venv
 
 # The documentation site (mkdocs.yml, docs/) into site/; any warning fails the build.
 docs: venv
-	$(BIN)/mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # In a fresh clone: fetch the results (and their job records) that the committed dvc.lock names.
 pull: venv
