@@ -67,6 +67,7 @@ for _n_tasks in (5, 10, 20, 40, 80, 160):
 _PUBLIC = {
     "MetaCal": "uqcal.methods.metareg.metacal:MetaCal",
     "DeepKernelGP": "uqcal.methods.metareg.metacal:DeepKernelGP",
+    "EpisodeData": "uqcal.methods.metareg.episodes:EpisodeData",
     "NeuralProcess": "uqcal.methods.metareg.np:NeuralProcess",
     "SingleTaskNet": "uqcal.methods.metareg.neural:SingleTaskNet",
     "MamlNet": "uqcal.methods.metareg.neural:MamlNet",
@@ -77,6 +78,7 @@ __all__ = [
     "METHODS",
     "MetaCal",
     "DeepKernelGP",
+    "EpisodeData",
     "NeuralProcess",
     "SingleTaskNet",
     "MamlNet",
