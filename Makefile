@@ -4,38 +4,62 @@ PYTHON ?= python3
 VENV ?= .venv
 CORES ?= all
 BIN := $(VENV)/bin
-# Which torch build the venv gets (README, "CPU or GPU"):
-#   TORCH=cpu   (default) the pinned torch as pip resolves it with no index named: what `make test`,
-#               `make reproduce` and CI install. TORCH_INDEX=<CPU index> names PyTorch's CPU-only wheels.
-#   TORCH=cuda  the same version's CUDA build from PyTorch's CUDA wheel index: GPU machines and the GPU
-#               nodes of a SLURM run (the cluster's jobs use this venv). TORCH_INDEX=<index> picks another
-#               CUDA version or a mirror.
+PIP := $(BIN)/python -m pip
+# Which torch build the venv gets (README, "CPU or GPU: which torch"):
+#   TORCH=cpu   (default) the hash-locked CPU build, requirements-torch-cpu.lock (2.13.0+cpu): what `make test`,
+#               `make reproduce` and CI install. Where pip does not find the +cpu wheel by itself, name
+#               PyTorch's CPU index: TORCH_INDEX=<CPU index URL>.
+#   TORCH=cuda  the same version's CUDA build from PyTorch's CUDA index (TORCH_INDEX overrides it: another CUDA
+#               version or a mirror); not hash-locked (its wheels depend on the CUDA version), the rest of the
+#               environment is. GPU machines and the GPU nodes of a SLURM run (the cluster's jobs use this venv).
 TORCH ?= cpu
-TORCH_VERSION := 2.13.0
-TORCH_INDEX_cuda := https://download.pytorch.org/whl/cu128
-TORCH_INDEX ?= $(TORCH_INDEX_$(TORCH))
 ifeq ($(filter $(TORCH),cpu cuda),)
 $(error TORCH=$(TORCH): expected cpu or cuda)
 endif
+TORCH_VERSION := 2.13.0
+TORCH_INDEX_cuda := https://download.pytorch.org/whl/cu128
+TORCH_INDEX ?= $(TORCH_INDEX_$(TORCH))
+ifeq ($(TORCH),cpu)
+TORCH_LOCK := requirements-torch-cpu.lock
+TORCH_INSTALL = $(PIP) install -r $(TORCH_LOCK)$(if $(TORCH_INDEX), --extra-index-url $(TORCH_INDEX))
+else
+TORCH_LOCK :=
+TORCH_INSTALL = $(PIP) install "torch==$(TORCH_VERSION)" --index-url $(TORCH_INDEX)
+endif
+# The venv records its torch build; asking for the other one rebuilds it.
 TORCH_STAMP := $(VENV)/.torch-$(TORCH)
+LOCK := requirements.lock
+# `make lock` resolves with pip-tools (pip's own resolver and index view, so `pip install` finds every pin).
+LOCK_VENV ?= .venv-lock
+PIP_TOOLS ?= pip-tools==7.6.2
+UPGRADE ?=
+COMPILE = CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_VENV)/bin/pip-compile -q --generate-hashes --strip-extras --no-emit-index-url --no-emit-find-links \
+	$(if $(UPGRADE),--upgrade)
 
-.PHONY: venv reproduce smoke test lint clean pull
+.PHONY: venv reproduce smoke test docs lint lock clean pull FORCE
 
-# The torch build, recorded by a stamp: asking for the other build reinstalls torch (pip counts the CUDA
-# build 2.13.0+cu128 as satisfying ==2.13.0, so the old one is uninstalled first).
-$(TORCH_STAMP):
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --upgrade pip
-	if ls $(VENV)/.torch-* >/dev/null 2>&1; then $(BIN)/python -m pip uninstall -y torch; fi
-	$(BIN)/python -m pip install "torch==$(TORCH_VERSION)"$(if $(TORCH_INDEX), --index-url $(TORCH_INDEX))
-	rm -f $(VENV)/.torch-*
-	touch $@
+$(BIN)/uqcal: pyproject.toml $(LOCK) $(TORCH_LOCK) $(if $(wildcard $(TORCH_STAMP)),,FORCE)
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+	# torch first, the build TORCH names (a looser pin would pull several GB of CUDA wheels); then the lock, which
+	# it satisfies; then uqcal itself without resolving anything.
+	$(TORCH_INSTALL)
+	$(PIP) install -r $(LOCK)
+	$(PIP) install --no-deps -e .
+	$(PIP) check
+	touch $(TORCH_STAMP) $(BIN)/uqcal
 
-$(BIN)/uqcal: pyproject.toml $(TORCH_STAMP)
-	$(BIN)/python -m pip install -e ".[test]"
-	touch $(BIN)/uqcal
+FORCE:
 
 venv: $(BIN)/uqcal
+
+# Refresh the lock after a change to pyproject.toml's dependencies or requirements-torch-*.in (pins that still fit
+# are kept), or `make lock UPGRADE=1` to move every package to its newest release within pyproject's ranges.
+lock:
+	test -x $(LOCK_VENV)/bin/pip-compile || { $(PYTHON) -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/python -m pip install -q "$(PIP_TOOLS)"; }
+	$(COMPILE) --unsafe-package torch --extra test --extra docs -o $(LOCK) pyproject.toml requirements-torch-cpu.in
+	$(COMPILE) --allow-unsafe -c $(LOCK) -o requirements-torch-cpu.lock requirements-torch-cpu.in
 
 reproduce: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES)
@@ -44,7 +68,11 @@ smoke: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES) --configfile config/smoke.yaml
 
 test: venv
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
+	PATH="$(CURDIR)/$(BIN):$$PATH" UQCAL_LOCKED_ENV=1 $(BIN)/python -m pytest -q
+
+# The documentation site (mkdocs.yml, docs/) into site/; any warning fails the build.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # In a fresh clone: fetch the results (and their job records) that the committed dvc.lock names.
 pull: venv
@@ -55,4 +83,4 @@ lint: venv
 	$(BIN)/ruff check src tests benchmarks
 
 clean:
-	rm -rf results reports/*.html reports/*/ logs .snakemake
+	rm -rf results reports/*.html reports/*/ logs .snakemake site

@@ -16,7 +16,7 @@ BIN = Path(sys.executable).parent
 # Generated top-level folders are skipped only at the root: `src/uqcal/data` is source code.
 # `.git` too: in a git worktree it is a file pointing at the shared repository, and a copy must never commit
 # there; copy_repo gives every copy a repository of its own.
-ROOT_ONLY = {".venv", "results", "data", "logs", ".snakemake", "dvc-remote", ".uqcal", ".git"}
+ROOT_ONLY = {".venv", ".venv-lock", "site", "results", "data", "logs", ".snakemake", "dvc-remote", ".uqcal", ".git"}
 ANYWHERE = shutil.ignore_patterns("__pycache__", ".pytest_cache", ".ruff_cache", "*.egg-info")
 
 

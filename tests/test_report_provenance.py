@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -19,6 +20,8 @@ from uqcal.report.provenance import (
     collect,
     file_sha256,
     git_state,
+    lock_pins,
+    lock_state,
     read_dataset_records,
     read_job_resources,
     read_run_devices,
@@ -139,3 +142,46 @@ def test_the_family_page_shows_the_device_of_the_configs_runs(tmp_path):
         ["cpu", "x86_64", "2", "marginal (2)"],
         ["cuda", "NVIDIA H100 80GB HBM3", "6", "nn (2), rio (2), svgp (2)"],
     ]
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_provenance_records_the_lock_hash_and_the_locked_versions(tmp_path):
+    # The repository's own lock: its hash is on every report page, and the test environment is that lock
+    # (`make test` installs it), so nothing differs. A test run outside `make test` may differ: only the hash
+    # is checked there.
+    prov = collect(tmp_path / "config.yaml", REPO, tmp_path / "records", tmp_path / "data")
+    lock = (REPO / "requirements.lock").read_bytes()
+    assert prov.lock["requirements.lock"] == hashlib.sha256(lock).hexdigest()
+    torch_lock = REPO / "requirements-torch-cpu.lock"
+    assert prov.lock["requirements-torch-cpu.lock"] == hashlib.sha256(torch_lock.read_bytes()).hexdigest()
+    pins = lock_pins(REPO / "requirements.lock")
+    for name in ("gpytorch", "botorch", "snakemake", "dvc", "numpy", "scipy", "pandas", "scikit-learn"):
+        assert name in pins, name
+    assert lock_pins(torch_lock)["torch"] == "2.13.0+cpu"
+    if os.environ.get("UQCAL_LOCKED_ENV") == "1":  # set by `make test`
+        assert prov.lock_mismatches == [], prov.lock_mismatches
+    page = provenance_html(prov)
+    assert prov.lock["requirements.lock"] in page
+
+
+def test_lock_state_names_every_installed_version_that_differs(tmp_path):
+    (tmp_path / "requirements.lock").write_text(
+        "# comment\nnumpy==2.0.0 \\\n    --hash=sha256:00\n    # via uqcal\nScikit_Learn==1.5.0 ; python_version >= '3'\n"
+        "absent-pkg==1.0\n"
+    )
+    (tmp_path / "requirements-torch-cpu.lock").write_text("torch==2.13.0+cpu \\\n    --hash=sha256:11\nsympy==1.0\n")
+    installed = {"numpy": "2.0.0", "scikit-learn": "1.5.0", "absent-pkg": "1.0", "torch": "2.13.0+cpu", "sympy": "1.0"}
+    hashes, differ = lock_state(tmp_path, installed)
+    assert hashes["requirements.lock"] == hashlib.sha256((tmp_path / "requirements.lock").read_bytes()).hexdigest()
+    assert set(hashes) == {"requirements.lock", "requirements-torch-cpu.lock"}
+    assert differ == []
+    _, differ = lock_state(tmp_path, {**installed, "numpy": "2.1.0", "torch": "2.13.0+cu128"})
+    assert differ == ["numpy 2.1.0 (lock: 2.0.0)", "torch 2.13.0+cu128 (lock: 2.13.0+cpu)"]
+    _, differ = lock_state(tmp_path, {k: v for k, v in installed.items() if k != "absent-pkg"})
+    assert differ == ["absent-pkg not installed (lock: 1.0)"]
+    # A changed lock is a changed hash; no lock: recorded as missing.
+    (tmp_path / "requirements.lock").write_text("numpy==2.0.1\n")
+    assert lock_state(tmp_path, installed)[0]["requirements.lock"] != hashes["requirements.lock"]
+    assert lock_state(tmp_path / "nowhere", installed) == ({"requirements.lock": "missing"}, [])

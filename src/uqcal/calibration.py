@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
+__all__ = ["LEVELS", "IsotonicRecalibrator", "empirical_cdf_pairs"]
+
 LEVELS = ("i/n", "i/(n+1)")
 
 

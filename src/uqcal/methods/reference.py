@@ -15,6 +15,8 @@ import pandas as pd
 
 from uqcal.api import Method, RunContext
 
+__all__ = ["MarginalGaussian", "RandomSearch", "UniformClassifier"]
+
 
 class MarginalGaussian(Method):
     defaults: dict = {"min_std": 1e-6}

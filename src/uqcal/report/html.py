@@ -110,6 +110,23 @@ def figures_html(items: list, rel_prefix: str = "") -> str:
     return "\n".join(out)
 
 
+def _lock_row(prov: Provenance) -> str:
+    """The environment lock's sha256 (each file) and whether the installed versions are the locked ones."""
+    if not prov.lock:
+        return ""
+    files = ", ".join(f"<code>{escape(name)}</code> sha256 <code>{escape(digest)}</code>"
+                      for name, digest in prov.lock.items())
+    if prov.lock.get("requirements.lock") == "missing":
+        state = "no lock file: versions not checked"
+    elif prov.lock_mismatches:
+        state = ("<b>installed versions differ from the lock</b>: "
+                 + ", ".join(escape(m) for m in prov.lock_mismatches))
+    else:
+        state = "installed versions = the lock"
+    return (f'<tr><th style="text-align:left">lock</th><td style="text-align:left;white-space:normal">{files}; '
+            f"{state}</td></tr>")
+
+
 def run_devices_html(devices: pd.DataFrame | None) -> str:
     """The device the family's runs trained on (their train_stats.json), one row per device."""
     if devices is None or devices.empty:
@@ -144,7 +161,9 @@ def provenance_html(prov: Provenance, family: str | None = None, datasets: list[
         f'<tr><th style="text-align:left">python</th><td style="text-align:left">{escape(prov.python)}</td></tr>',  # noqa: E501
         '<tr><th style="text-align:left">packages</th><td style="text-align:left;white-space:normal">'
         + ", ".join(f"{escape(k)} {escape(v)}" for k, v in prov.packages.items())
-        + "</td></tr></table>",
+        + "</td></tr>",
+        _lock_row(prov),
+        "</table>",
     ]
     if family is not None:
         out.append(run_devices_html(devices))

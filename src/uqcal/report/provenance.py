@@ -1,12 +1,14 @@
-"""Provenance shown on every report page: config + hash, git state, package versions, the report machine's
-device and, per family, the device every run trained on (its train_stats.json), per-rule wall-clock, CPU and
-memory from the job records (uqcal.jobs) and the dataset provenance records."""
+"""Provenance shown on every report page: config + hash, git state, package versions, the environment lock
+(hash, and whether the installed versions are the locked ones), the report machine's device and, per family,
+the device every run trained on (its train_stats.json), per-rule wall-clock, CPU and memory from the job records
+(uqcal.jobs) and the dataset provenance records."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -44,6 +46,10 @@ class Provenance:
     python: str
     benchmarks: pd.DataFrame = field(default_factory=pd.DataFrame)  # rule, job, seconds, cpu_seconds, max_rss_mb
     datasets: dict[str, dict] = field(default_factory=dict)
+    # The environment lock (`make lock`): sha256 of each lock file, and every installed version that differs
+    # from it ("name installed (lock: version)"; empty: the environment is exactly the lock).
+    lock: dict[str, str] = field(default_factory=dict)
+    lock_mismatches: list[str] = field(default_factory=list)
 
 
 def file_sha256(path: str | Path) -> str:
@@ -89,6 +95,54 @@ def package_versions(names=PACKAGES) -> dict[str, str]:
             version = getattr(module, "__version__", None)
             versions[name] = f"{version} (source tree)" if version else "not installed"
     return versions
+
+
+# The lock `make lock` writes and `make venv` installs: everything but torch, and torch's own build on its own
+# line (requirements-torch-<build>.lock, e.g. cpu), so that another build can be swapped in.
+LOCK_FILE = "requirements.lock"
+TORCH_LOCK_GLOB = "requirements-torch-*.lock"
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)", re.MULTILINE)
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def lock_pins(path: str | Path) -> dict[str, str]:
+    """``{normalised name: version}`` of a pip requirements lock (``name==version`` lines)."""
+    return {_normalise(name): version for name, version in _PIN.findall(Path(path).read_text())}
+
+
+def installed_versions() -> dict[str, str]:
+    return {_normalise(dist.metadata["Name"]): dist.version for dist in metadata.distributions()
+            if dist.metadata["Name"]}
+
+
+def lock_state(repo: Path, installed: dict[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
+    """(sha256 of each lock file in ``repo``, the installed versions that differ from the lock).
+
+    Every pin of requirements.lock is compared; of the torch locks, the one whose torch pin is installed (a
+    torch that no torch lock pins is a difference). No requirements.lock: ({LOCK_FILE: "missing"}, []).
+    """
+    repo = Path(repo)
+    main = repo / LOCK_FILE
+    hashes = {LOCK_FILE: file_sha256(main)}
+    if not main.exists():
+        return hashes, []
+    installed = installed_versions() if installed is None else installed
+    pins = lock_pins(main)
+    torch_locks = sorted(repo.glob(TORCH_LOCK_GLOB))
+    hashes.update({path.name: file_sha256(path) for path in torch_locks})
+    torch_pins = [lock_pins(path) for path in torch_locks]
+    matching = [p for p in torch_pins if p.get("torch") == installed.get("torch")]
+    if matching:
+        pins = {**matching[0], **pins}
+    elif torch_pins:
+        locked = " or ".join(sorted({p.get("torch", "?") for p in torch_pins}))
+        pins = {**pins, "torch": locked}
+    differ = [f"{name} {installed.get(name, 'not installed')} (lock: {version})"
+              for name, version in sorted(pins.items()) if installed.get(name) != version]
+    return hashes, differ
 
 
 def cpu_model() -> str:
@@ -205,6 +259,7 @@ def collect(config_path: str | Path, repo: Path, records_dir: Path, data_dir: Pa
     """Provenance of one run: with ``datasets`` / ``jobs`` (the config's), only their records and timings,
     not those of whatever else was run in the same folders."""
     commit, dirty = git_state(Path(repo))
+    lock, lock_mismatches = lock_state(Path(repo))
     return Provenance(
         config_path=str(config_path),
         config_sha256=file_sha256(config_path),
@@ -215,4 +270,6 @@ def collect(config_path: str | Path, repo: Path, records_dir: Path, data_dir: Pa
         python=platform.python_version(),
         benchmarks=read_job_resources(records_dir, jobs),
         datasets=read_dataset_records(data_dir, datasets),
+        lock=lock,
+        lock_mismatches=lock_mismatches,
     )

@@ -4,3 +4,5 @@
 dependencies (a few hundred milliseconds for bookkeeping steps; torch and the method's libraries for
 training), and the code a step depends on is the static import closure of its module (uqcal.records).
 """
+
+__all__: list[str] = []  # run by the command line (`uqcal <step>`), not a library API

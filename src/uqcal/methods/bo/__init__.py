@@ -8,6 +8,7 @@ it replaces the spine's reference `uqcal.methods.reference:RandomSearch` for thi
 quantile for UCB, moment-matched Gaussian for EI/PI). Each ablation changes one or two of those parts.
 """
 
+from uqcal._lazy import lazy_getattr
 from uqcal.api import MethodEntry
 
 _BO = "uqcal.methods.bo.calibrated:CalibratedBO"
@@ -28,3 +29,25 @@ METHODS: dict[str, MethodEntry] = {
     "calibrated_quantile": MethodEntry(_BO, overrides={"calibrate": True, "calibrated_acq": "quantile"}),
     "calibrated_timeseries": MethodEntry(_BO, overrides={"calibrate": True, "pit_mode": "timeseries"}),
 }
+
+# Public names (imported when used: uqcal._lazy); everything else in this package is internal.
+_PUBLIC = {
+    "CalibratedBO": "uqcal.methods.bo.calibrated:CalibratedBO",
+    "RandomSearchBO": "uqcal.methods.bo.calibrated:RandomSearchBO",
+    "CalibratedAcquisition": "uqcal.methods.bo.acquisition:CalibratedAcquisition",
+    "RecalibrationMap": "uqcal.methods.bo.recalibration:RecalibrationMap",
+    "fit_recalibration": "uqcal.methods.bo.recalibration:fit_recalibration",
+    "fit_gp": "uqcal.methods.bo.surrogate:fit_gp",
+    "heldout_pit": "uqcal.methods.bo.surrogate:heldout_pit",
+}
+__all__ = [
+    "METHODS",
+    "CalibratedBO",
+    "RandomSearchBO",
+    "CalibratedAcquisition",
+    "RecalibrationMap",
+    "fit_recalibration",
+    "fit_gp",
+    "heldout_pit",
+]
+__getattr__, __dir__ = lazy_getattr(__name__, _PUBLIC)

@@ -1,5 +1,6 @@
 """Methods of the `fewshot` family (MD-BFSC, Ke, Cao & Zhou). One module per method; see docs/fewshot.md."""
 
+from uqcal._lazy import lazy_getattr
 from uqcal.api import MethodEntry
 
 _MD = "uqcal.methods.fewshot.md:MirrorDescentGP"
@@ -26,3 +27,31 @@ METHODS: dict[str, MethodEntry] = {
     "md_steps5": MethodEntry(_MD, overrides={"steps_train": 5}),
     "md_steps7": MethodEntry(_MD, overrides={"steps_train": 7}),
 }
+
+# Public names (imported when used: uqcal._lazy); everything else in this package is internal.
+_PUBLIC = {
+    "MirrorDescentGP": "uqcal.methods.fewshot.md:MirrorDescentGP",
+    "DKT": "uqcal.methods.fewshot.dkt:DKT",
+    "ProtoNet": "uqcal.methods.fewshot.protonet:ProtoNet",
+    "MAML": "uqcal.methods.fewshot.maml:MAML",
+    "ClassKernels": "uqcal.methods.fewshot.gp_core:ClassKernels",
+    "run_mirror_descent": "uqcal.methods.fewshot.gp_core:run_mirror_descent",
+    "softmax_expectations_fn": "uqcal.methods.fewshot.gp_core:softmax_expectations_fn",
+    "site_predictive": "uqcal.methods.fewshot.gp_core:site_predictive",
+    "predictive_logit_samples": "uqcal.methods.fewshot.gp_core:predictive_logit_samples",
+    "mc_softmax": "uqcal.methods.fewshot.gp_core:mc_softmax",
+}
+__all__ = [
+    "METHODS",
+    "MirrorDescentGP",
+    "DKT",
+    "ProtoNet",
+    "MAML",
+    "ClassKernels",
+    "run_mirror_descent",
+    "softmax_expectations_fn",
+    "site_predictive",
+    "predictive_logit_samples",
+    "mc_softmax",
+]
+__getattr__, __dir__ = lazy_getattr(__name__, _PUBLIC)

@@ -3,6 +3,7 @@
 Every variant/ablation is a MethodEntry override of one class; docs/metareg.md explains each.
 """
 
+from uqcal._lazy import lazy_getattr
 from uqcal.api import MethodEntry
 
 _METACAL = "uqcal.methods.metareg.metacal:MetaCal"
@@ -61,3 +62,27 @@ for _suffix, _lam in _LAMBDAS.items():
 # Fig. 5: TE against the number of meta-training tasks (a random subset of the split's training tasks).
 for _n_tasks in (5, 10, 20, 40, 80, 160):
     METHODS[f"metacal_t{_n_tasks}"] = MethodEntry(_METACAL, overrides={"max_train_tasks": _n_tasks})
+
+# Public names (imported when used: uqcal._lazy); everything else in this package is internal.
+_PUBLIC = {
+    "MetaCal": "uqcal.methods.metareg.metacal:MetaCal",
+    "DeepKernelGP": "uqcal.methods.metareg.metacal:DeepKernelGP",
+    "EpisodeData": "uqcal.methods.metareg.episodes:EpisodeData",
+    "NeuralProcess": "uqcal.methods.metareg.np:NeuralProcess",
+    "SingleTaskNet": "uqcal.methods.metareg.neural:SingleTaskNet",
+    "MamlNet": "uqcal.methods.metareg.neural:MamlNet",
+    "PooledNet": "uqcal.methods.metareg.neural:PooledNet",
+    "AGP": "uqcal.methods.metareg.agp:AGP",
+}
+__all__ = [
+    "METHODS",
+    "MetaCal",
+    "DeepKernelGP",
+    "EpisodeData",
+    "NeuralProcess",
+    "SingleTaskNet",
+    "MamlNet",
+    "PooledNet",
+    "AGP",
+]
+__getattr__, __dir__ = lazy_getattr(__name__, _PUBLIC)

@@ -1,6 +1,7 @@
 """Methods of the `qr` family (quantile regularisation; docs/qr.md). One module per method; variants and
 ablations are config-free entries with fixed overrides."""
 
+from uqcal._lazy import lazy_getattr
 from uqcal.api import MethodEntry
 
 _DVI = "uqcal.methods.qr.dvi:DropoutVI"
@@ -43,3 +44,24 @@ for _base in ("dvi", "de"):
 # Deep Ensemble as the paper is written (real FGSM, lam on NLL + NLL_adv); ``de``/``de_qr`` run the authors' step.
 METHODS["de_paper"] = MethodEntry(_DE, overrides={"lam": 0.0, "adversarial": "fgsm"})
 METHODS["de_qr_paper"] = MethodEntry(_DE, overrides={"lam": _LAMBDA["de"], "adversarial": "fgsm"})
+
+# Public names (imported when used: uqcal._lazy); everything else in this package is internal.
+_PUBLIC = {
+    "DropoutVI": "uqcal.methods.qr.dvi:DropoutVI",
+    "DeepEnsemble": "uqcal.methods.qr.ensemble:DeepEnsemble",
+    "IsotonicRecalibrated": "uqcal.methods.qr.isotonic:IsotonicRecalibrated",
+    "HeteroscedasticMLP": "uqcal.methods.qr.gaussian_nets:HeteroscedasticMLP",
+    "train_member": "uqcal.methods.qr.gaussian_nets:train_member",
+    "mixture_moments": "uqcal.methods.qr.gaussian_nets:mixture_moments",
+}
+__all__ = [
+    "METHODS",
+    "CALIBRATION_FRACTION",
+    "DropoutVI",
+    "DeepEnsemble",
+    "IsotonicRecalibrated",
+    "HeteroscedasticMLP",
+    "train_member",
+    "mixture_moments",
+]
+__getattr__, __dir__ = lazy_getattr(__name__, _PUBLIC)

@@ -5,6 +5,7 @@ method reuses the network of `nn` from the same run (depends_on). `rio_ys` is ou
 reads the standardised network output instead of the raw one (the authors' code feeds raw y_hat).
 """
 
+from uqcal._lazy import lazy_getattr
 from uqcal.api import MethodEntry
 
 _GP = "uqcal.methods.rio.rio:ResidualIOGP"
@@ -22,3 +23,23 @@ METHODS: dict[str, MethodEntry] = {
     "y_io": MethodEntry(_GP, overrides={"target": "y", "kernel_inputs": "io"}, depends_on="nn"),
     "svgp": MethodEntry(_GP, overrides={"target": "y", "kernel_inputs": "i"}, depends_on="nn"),
 }
+
+# Public names (imported when used: uqcal._lazy); everything else in this package is internal.
+_PUBLIC = {
+    "RioNetwork": "uqcal.methods.rio.network:RioNetwork",
+    "ResidualIOGP": "uqcal.methods.rio.rio:ResidualIOGP",
+    "train_network": "uqcal.methods.rio.network:train_network",
+    "network_predict": "uqcal.methods.rio.network:network_predict",
+    "fit_and_predict": "uqcal.methods.rio.rio:fit_and_predict",
+    "fit_svgp": "uqcal.methods.rio.svgp:fit_svgp",
+}
+__all__ = [
+    "METHODS",
+    "RioNetwork",
+    "ResidualIOGP",
+    "train_network",
+    "network_predict",
+    "fit_and_predict",
+    "fit_svgp",
+]
+__getattr__, __dir__ = lazy_getattr(__name__, _PUBLIC)
