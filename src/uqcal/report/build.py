@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import tempfile
 from collections.abc import Iterator
@@ -104,7 +103,7 @@ def planned_view(config: dict, results_dir: Path, families: list[str]) -> Iterat
 def load_fit_failures(results_dir: Path, family: str, runs: pd.DataFrame) -> pd.DataFrame:
     """(dataset, setting, method, seed, fit_failures), one row per run: the count from its train_stats.json
     (the shared convention), else from its metrics.json (which carries train_stats' numbers), else 0."""
-    from uqcal.report.results import run_dirs
+    from uqcal.report.results import read_train_stats, run_dirs
 
     logged = {}
     if not runs.empty:
@@ -114,14 +113,9 @@ def load_fit_failures(results_dir: Path, family: str, runs: pd.DataFrame) -> pd.
     for run_dir in run_dirs(results_dir, family):
         key = (*run_dir.parts[-4:-1], int(run_dir.name[4:]))
         value = logged.get(key, 0.0)
-        stats = run_dir / "train_stats.json"
-        if stats.exists():
-            try:
-                found = json.loads(stats.read_text()).get("fit_failures")
-            except json.JSONDecodeError:
-                found = None
-            if isinstance(found, (int, float)) and not isinstance(found, bool):
-                value = float(found)
+        found = read_train_stats(run_dir).get("fit_failures")
+        if isinstance(found, (int, float)) and not isinstance(found, bool):
+            value = float(found)
         rows.append((*key, value))
     return pd.DataFrame(rows, columns=["dataset", "setting", "method", "seed", "fit_failures"])
 

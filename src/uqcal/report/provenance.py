@@ -190,18 +190,13 @@ def read_run_devices(results_dir: Path, family: str) -> pd.DataFrame:
     ``RunContext.save_outputs``), not from the machine building the report: a cluster's runs train on GPU
     nodes and are reported from a login node. A run without the fields counts as "not recorded".
     """
-    from uqcal.report.results import run_dirs
+    from uqcal.report.results import read_train_stats, run_dirs
 
     counts: dict[tuple[str, str, str], int] = {}
     for run_dir in run_dirs(results_dir, family):
-        path = run_dir / "train_stats.json"
-        if not path.exists():
+        if not (run_dir / "train_stats.json").exists():
             continue
-        try:
-            stats = json.loads(path.read_text())
-        except json.JSONDecodeError:
-            stats = {}
-        stats = stats if isinstance(stats, dict) else {}
+        stats = read_train_stats(run_dir)
         key = (str(stats.get("device") or NOT_RECORDED), str(stats.get("device_name") or ""), run_dir.parts[-2])
         counts[key] = counts.get(key, 0) + 1
     rows = [(*key, n) for key, n in sorted(counts.items())]

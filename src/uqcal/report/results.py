@@ -21,6 +21,19 @@ def run_dirs(results_dir: Path, family: str) -> list[Path]:
     return sorted(p for p in root.glob("*/*/*/seed*") if p.is_dir() and _SEED_DIR.match(p.name))
 
 
+def read_train_stats(run_dir: Path) -> dict:
+    """A run's ``train_stats.json`` as a dict; {} when it is missing, not JSON or not an object (the report
+    then shows what it cannot read as not recorded rather than failing)."""
+    path = run_dir / "train_stats.json"
+    if not path.exists():
+        return {}
+    try:
+        stats = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return {}
+    return stats if isinstance(stats, dict) else {}
+
+
 def load_runs(results_dir: Path, family: str) -> pd.DataFrame:
     """Long table of per-run metrics (one row per run and metric) from every ``metrics.json``."""
     rows = []
