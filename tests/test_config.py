@@ -20,10 +20,23 @@ def _prepare(cfg):
     return prepare_config(cfg, REPO)
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "smoke.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "extended.yaml", "smoke.yaml"])
 def test_shipped_configs_are_valid(name):
     config = load_config(REPO / "config" / name)
     assert list(iter_runs(config)), f"{name} plans no runs"
+
+
+def test_extended_config_repeats_every_default_run_exactly():
+    """config/extended.yaml adds runs to the default; every default run is the same job there, so a
+    results/ tree of the default run is reused rather than retrained."""
+    from uqcal.config import run_job
+
+    default, extended = load_config(REPO / "config/config.yaml"), load_config(REPO / "config/extended.yaml")
+    runs = list(iter_runs(default))
+    extended_runs = set(iter_runs(extended))
+    assert runs and set(runs) < extended_runs
+    for run in runs:
+        assert run_job(default, run) == run_job(extended, run), run
 
 
 def test_method_typo_names_the_key(smoke_raw):

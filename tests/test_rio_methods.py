@@ -314,6 +314,25 @@ def test_scale_targets_is_a_change_of_units_only():
     assert big.target_scale == pytest.approx(1000 * small.target_scale)
 
 
+def test_gpytorch_debug_mode_off_fits_the_same_model():
+    # `uqcal train` runs methods with gpytorch.settings.debug(False) (steps/train.py): it skips input checks
+    # only, so the L-BFGS path and the fitted model are the same (same operations in the same order; the
+    # tolerance only allows for rounding).
+    import gpytorch
+
+    x, yhat, y = _toy(n=30)
+    xt, yhat_t, _ = _toy(n=8, seed=5)
+    kw = {"target": "y", "kernel_inputs": "io", "max_iter": 40, "scale_targets": True, "seed": 3}
+    with gpytorch.settings.debug(True):
+        checked, mean_c, var_c = fit_and_predict(x, y, yhat, xt, yhat_t, **kw)
+    with gpytorch.settings.debug(False):
+        unchecked, mean_u, var_u = fit_and_predict(x, y, yhat, xt, yhat_t, **kw)
+    assert unchecked.iterations == checked.iterations
+    assert unchecked.final_loss == pytest.approx(checked.final_loss, rel=1e-9)
+    np.testing.assert_allclose(mean_u, mean_c, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(var_u, var_c, rtol=1e-8)
+
+
 # ------------------------------------------------------------------------------ target / y_hat standardisation
 def test_standardised_targets_are_a_change_of_units_only():
     # Fitting a*y + b with centred and scaled targets is the same fit in other units: the predictive mean

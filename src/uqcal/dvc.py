@@ -120,6 +120,11 @@ def dvc_commit(root: Path = Path(".")) -> list[str]:
 
     Only stages whose job left a record (it finished) and whose upstream stages are committed too: after a
     partial run (one family, say) the other stages' files do not exist yet.
+
+    DVC re-collects the repository's stages for every target it is given (about 3 s per target on a 2-core
+    machine: 120 s for the smoke plan's 35 stages, about 7 minutes for the default plan's), so the stages
+    are named as few times as possible: none when every stage is done (`dvc commit` commits them all), else
+    the done stages that no other done stage reads, each with its upstream (`--with-deps`).
     """
     if not (root / ".dvc").is_dir():
         return []
@@ -129,8 +134,37 @@ def dvc_commit(root: Path = Path(".")) -> list[str]:
     stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
     done = [name for name, stage in stages.items()
             if all(os.path.exists(root / path) for path in [*stage.get("deps", []), *stage["outs"]])]
-    if len(done) < len(stages):
-        LOG.info("dvc commit: %d of %d stages (the others' inputs or outputs do not exist yet)", len(done), len(stages))
-    for start in range(0, len(done), 200):  # keep each command line well under the OS limit
-        subprocess.run([dvc, "commit", "--force", "--quiet", *done[start:start + 200]], cwd=root, check=True)
+    if len(done) == len(stages):
+        subprocess.run([dvc, "commit", "--force", "--quiet"], cwd=root, check=True)
+        return done
+    LOG.info("dvc commit: %d of %d stages (the others' inputs or outputs do not exist yet)", len(done), len(stages))
+    with_deps, alone = commit_targets(stages, done)
+    for flags, targets in ((["--with-deps"], with_deps), ([], alone)):
+        for start in range(0, len(targets), 200):  # keep each command line well under the OS limit
+            subprocess.run([dvc, "commit", "--force", "--quiet", *flags, *targets[start:start + 200]], cwd=root,
+                           check=True)
     return done
+
+
+def commit_targets(stages: dict, done: list[str]) -> tuple[list[str], list[str]]:
+    """The fewest targets that commit exactly the ``done`` stages: (targets for ``--with-deps``, targets alone).
+
+    A done stage whose upstream stages are all done is covered by a ``--with-deps`` target downstream of it (a
+    done stage that no other such stage reads); one with an upstream stage not done is named alone.
+    """
+    producer = {out: name for name, stage in stages.items() for out in stage["outs"]}
+    upstream = {name: {producer[dep] for dep in stage.get("deps", []) if dep in producer}
+                for name, stage in stages.items()}
+    done_set = set(done)
+    closed: dict[str, bool] = {}
+
+    def all_upstream_done(name: str) -> bool:
+        if name not in closed:
+            closed[name] = name in done_set and all(all_upstream_done(up) for up in upstream[name])
+        return closed[name]
+
+    covered = [name for name in done if all_upstream_done(name)]
+    read_by_covered = {up for name in covered for up in upstream[name]}
+    leaves = [name for name in covered if name not in read_by_covered]
+    alone = [name for name in done if name not in set(covered)]
+    return leaves, alone

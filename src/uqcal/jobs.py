@@ -159,7 +159,7 @@ def _batches(config: dict, family: str):
 
 
 # ------------------------------------------------------------------------------------------ resources
-RESOURCE_DEFAULTS = {"mem_mb": 4000, "runtime": 60, "gpu": 0, "cpus": 1, "cpus_per_gpu": 4}
+RESOURCE_DEFAULTS = {"mem_mb": 4000, "runtime": 60, "gpu": 0, "cpus": 1, "cpus_per_gpu": 4, "priority": 0}
 
 
 def resources(config: dict, family: str, dataset: str, method: str) -> dict:

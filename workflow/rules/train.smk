@@ -22,7 +22,9 @@ rule train:
     # families.<f>.resources -> resources.per_dataset.<d> -> resources.per_method.<m> (uqcal.jobs.resources);
     # cpus is the rule's threads, so sbatch gets --cpus-per-task (or --cpus-per-gpu with gpu > 0).
     threads: lambda w: train_resource(w, "cpus")
-    priority: lambda w: 1 if (w.family, w.method) in UPSTREAM else 0
+    # resources.priority (the longest jobs first, so that a run does not end on one long job with a core
+    # idle), one more for a job other train jobs wait for.
+    priority: lambda w: train_resource(w, "priority") + (1 if (w.family, w.method) in UPSTREAM else 0)
     resources:
         mem_mb=lambda w: train_resource(w, "mem_mb"),
         runtime=lambda w: train_resource(w, "runtime"),
