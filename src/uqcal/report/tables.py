@@ -15,6 +15,10 @@ from uqcal.stats import PAIRED_TESTS, paired_pvalue
 
 TESTS = PAIRED_TESTS
 
+# A table none of whose methods ran: which configs hold what the default's 30-minute budget leaves out.
+NOT_RUN = ("this config does not run it (config/extended.yaml, config/fewshot-extended.yaml and "
+           "config/paper.yaml hold what the default run's budget leaves out: docs/ARCHITECTURE.md, \"Configs\").")
+
 
 def significance_marks(values: dict[int, float], reference: dict[int, float], alpha: float = 0.05) -> str:
     """RIO Table 1's marks: † if a paired t-test, ‡ if a Wilcoxon signed-rank test over the shared seeds
@@ -325,7 +329,7 @@ def to_markdown(table: BuiltTable, names: dict[str, str] | None = None) -> str:
     ]
     lines = [f"### {table.title}", "", table.caption, ""]
     if not table.rows:
-        lines.append("_No results for this table (not run)._")
+        lines.append(f"_No results for this table: {NOT_RUN}_")
     else:
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
@@ -364,7 +368,7 @@ def to_html(table: BuiltTable, names: dict[str, str] | None = None) -> str:
         + f". {esc(table.caption)}</figcaption>",
     ]
     if not table.rows:
-        out.append('<p class="notrun">No results for this table: not run.</p>')
+        out.append(f'<p class="notrun">No results for this table: {esc(NOT_RUN)}</p>')
     else:
         out.append('<table class="results">')
         top = ['<th rowspan="2">dataset</th><th rowspan="2">setting</th>']
