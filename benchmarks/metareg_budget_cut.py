@@ -21,11 +21,11 @@ import numpy as np
 import torch
 from scipy import stats
 
-from uqcal.api import get_entry, resolve_params
-from uqcal.config import load_config
+from uqcal.methods.api import get_entry, resolve_params
+from uqcal.pipeline.config import load_config
 from uqcal.data import load_table
-from uqcal.evaluation import evaluate_predictions
-from uqcal.io import read_json
+from uqcal.metrics.evaluation import evaluate_predictions
+from uqcal.core.io import read_json
 from uqcal.methods.metareg.episodes import EpisodeData
 
 METRICS = ("te", "mse", "ece", "ece_pooled")

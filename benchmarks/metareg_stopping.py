@@ -30,10 +30,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from uqcal.api import get_entry, resolve_params
-from uqcal.config import load_config
+from uqcal.methods.api import get_entry, resolve_params
+from uqcal.pipeline.config import load_config
 from uqcal.data import load_table
-from uqcal.io import read_json
+from uqcal.core.io import read_json
 from uqcal.methods.metareg.episodes import EarlyStopping, EpisodeData, Episodes, meta_train
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from uqcal.config import load_config
+from uqcal.pipeline.config import load_config
 from uqcal.data import load_table
 from uqcal.methods.rio.network import load_network, network_predict
 from uqcal.methods.rio.rio import combined_inputs

@@ -15,7 +15,7 @@ from argparse import Namespace
 from pathlib import Path
 
 from uqcal import cli
-from uqcal.config import load_config, methods_for
+from uqcal.pipeline.config import load_config, methods_for
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ from scipy.stats import norm
 from uqcal.methods.bo.acquisition import CalibratedAcquisition
 from uqcal.methods.bo.recalibration import GRID, RecalibrationMap
 from uqcal.methods.bo.surrogate import fit_gp
-from uqcal.objectives import make_synthetic
+from uqcal.data.objectives import make_synthetic
 
 torch.set_num_threads(1)
 

@@ -18,7 +18,7 @@ from uqcal.methods.bo.surrogate import (
     refit_loo_pit,
     timeseries_pit,
 )
-from uqcal.objectives import make_synthetic
+from uqcal.data.objectives import make_synthetic
 
 torch.set_num_threads(1)
 

@@ -8,7 +8,7 @@ import pytest
 
 from uqcal.data import Table
 from uqcal.data.validate import DataValidationError
-from uqcal.splits import (
+from uqcal.data.splits import (
     fewshot_split,
     holdout_split,
     initial_design_split,

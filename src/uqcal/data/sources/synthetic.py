@@ -1,4 +1,4 @@
-"""`synthetic` source: the analytic optimisation objectives of `uqcal.objectives`.
+"""`synthetic` source: the analytic optimisation objectives of `uqcal.data.objectives`.
 
 The objective itself is code; what is materialised in ``data/raw/<name>.parquet`` is a small frame that
 describes it (one row per dimension: name, kind, lower, upper, optimum value, a minimiser) so that every
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from uqcal.objectives import describe, get_objective
+from uqcal.data.objectives import describe, get_objective
 
 
 def load(spec: dict, *, name: str, cache_dir: Path, seed: int = 0) -> tuple[pd.DataFrame, dict]:

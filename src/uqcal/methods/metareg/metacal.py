@@ -14,8 +14,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from uqcal.calibration_gmm import invert_monotone, mixed_map, mixed_map_density
-from uqcal.gp.exact import batched_gp_posterior, squared_distances
+from uqcal.methods.metareg.gmm_cdf import invert_monotone, mixed_map, mixed_map_density
+from uqcal.core.gp.exact import batched_gp_posterior, squared_distances
 from uqcal.methods.metareg.episodes import (
     QUANTILE_LEVELS,
     EpisodeData,
