@@ -21,12 +21,12 @@ import numpy as np
 import torch
 from scipy import stats
 
-from uqcal.methods.api import get_entry, resolve_params
-from uqcal.pipeline.config import load_config
-from uqcal.data import load_table
-from uqcal.metrics.evaluation import evaluate_predictions
 from uqcal.core.io import read_json
+from uqcal.data import load_table
+from uqcal.methods.api import get_entry, resolve_params
 from uqcal.methods.metareg.episodes import EpisodeData
+from uqcal.metrics.evaluation import evaluate_predictions
+from uqcal.pipeline.config import load_config
 
 METRICS = ("te", "mse", "ece", "ece_pooled")
 

@@ -17,8 +17,8 @@ import yaml
 
 from tests.test_download import Server
 from uqcal.data.errors import DataSourceError
-from uqcal.data.sources import hpo, hpo_paper
 from uqcal.data.objectives import get_objective
+from uqcal.data.sources import hpo, hpo_paper
 
 REPO = Path(__file__).resolve().parents[1]
 REAL_URLS = {

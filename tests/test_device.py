@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from tests.conftest import method_device
-from uqcal.methods.api import RunContext
 from uqcal.core.device import resolve_device
 from uqcal.core.io import read_json
+from uqcal.methods.api import RunContext
 
 
 def test_resolve_device_contract():

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from uqcal.pipeline.reference import DatasetRelation, Reference
 from uqcal.pipeline.report.claims import HELD, NOT_HELD, ClaimContext, evaluate_claim
-from uqcal.pipeline.report.reference import DatasetRelation, Reference
 
 RELATIONS = {"concrete": DatasetRelation("concrete", "Concrete Strength", "same"),
              "diabetes": DatasetRelation("diabetes", None, "stand_in")}

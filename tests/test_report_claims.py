@@ -9,8 +9,17 @@ from scipy import stats
 
 from tests.test_report_tree import bo_predictions, write_run
 from uqcal.core.io import write_json
-from uqcal.pipeline.report.claims import HELD, INCONCLUSIVE, NOT_HELD, NOT_RUN, PAPER_DATA, STAND_INS, ClaimContext, evaluate_claim
-from uqcal.pipeline.report.reference import DatasetRelation, Reference
+from uqcal.pipeline.reference import DatasetRelation, Reference
+from uqcal.pipeline.report.claims import (
+    HELD,
+    INCONCLUSIVE,
+    NOT_HELD,
+    NOT_RUN,
+    PAPER_DATA,
+    STAND_INS,
+    ClaimContext,
+    evaluate_claim,
+)
 from uqcal.pipeline.report.tables import fmt
 
 

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from tests.test_report_tree import write_run, write_summary
-from uqcal.methods.api import resolve_params
 from uqcal.core.io import write_parquet
+from uqcal.methods.api import resolve_params
 from uqcal.pipeline.report import figures
 from uqcal.pipeline.report.figures import FigureContext, Rendered, Skipped
 

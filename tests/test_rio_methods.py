@@ -481,8 +481,8 @@ def test_rio_coverage_uses_the_papers_z_values():
 def test_best_among_ignores_methods_outside_the_list():
     # The NN's NLPD (ours) and the marginal reference are lower than every GP method's here; the paper ranks
     # only its GP methods for NLPD, so RIO must count as best among [rio, svgp] and not best among all.
+    from uqcal.pipeline.reference import Reference
     from uqcal.pipeline.report.claims import HELD, NOT_HELD, ClaimContext, evaluate_claim
-    from uqcal.pipeline.report.reference import Reference
 
     rng = np.random.default_rng(0)
     means = {"nn": 1.0, "marginal": 0.5, "rio": 2.0, "svgp": 3.0}

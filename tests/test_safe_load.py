@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from uqcal.core.io import UnsafeArtifactError, load_torch, torch_save
-from uqcal.pipeline.report.figures import FigureContext, build_calibration_map
 from uqcal.core.resume import TrainingCheckpoint
+from uqcal.pipeline.report.figures import FigureContext, build_calibration_map
 
 
 class Payload:

@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, tool_env
-from uqcal.pipeline.config import ConfigError, batch_job, dataset_job, prepare_config, split_batch_job
 from uqcal.data import load_table, materialise
 from uqcal.data.errors import DataSourceError
-from uqcal.data.validate import DataValidationError, partition_sizes
 from uqcal.data.splits import make_split
+from uqcal.data.validate import DataValidationError, partition_sizes
+from uqcal.pipeline.config import ConfigError, batch_job, dataset_job, prepare_config, split_batch_job
 
 
 def spec_for(path, **extra) -> dict:

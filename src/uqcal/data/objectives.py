@@ -12,11 +12,14 @@ Alpine (N.1) are written here.
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from uqcal.data import SOURCE_MODULES
 
 DIM_KINDS = ("continuous", "log", "integer", "log_integer")
 
@@ -192,22 +195,20 @@ def make_synthetic(objective: str, dim: int | None = None) -> Objective:
 
 
 def get_objective(spec: dict, *, cache_dir=None) -> Objective:
-    """An objective from a dataset registry ``source`` entry (``{type: synthetic|hpo, ...}``)."""
+    """An objective from a dataset registry ``source`` entry (``{type: synthetic|hpo, ...}``).
+
+    The sources are the registry: ``uqcal.data.SOURCE_MODULES`` names each source type's module, and a
+    source whose datasets are objectives exports ``make_objective(spec, *, cache_dir)``. This module imports
+    no source (they import it: ``Dimension``, ``Objective``, ``describe``), so there is no import circle.
+    """
     if not isinstance(spec, dict) or "type" not in spec:
         raise ValueError(f"objective source must be a mapping with a 'type', got {spec!r}")
     kind = spec["type"]
-    if kind == "synthetic":
-        if "objective" not in spec:
-            raise ValueError(f"synthetic source needs 'objective': {spec!r}")
-        unknown = set(spec) - {"type", "objective", "dim"}
-        if unknown:
-            raise ValueError(f"synthetic source: unknown key(s) {sorted(unknown)}")
-        return make_synthetic(spec["objective"], spec.get("dim"))
-    if kind == "hpo":
-        from uqcal.data.sources.hpo import make_hpo_objective
-
-        return make_hpo_objective(spec, cache_dir=cache_dir)
-    raise ValueError(f"objective source type {kind!r} is not an objective (expected synthetic or hpo)")
+    module = SOURCE_MODULES.get(kind)
+    make = getattr(importlib.import_module(module), "make_objective", None) if module is not None else None
+    if make is None:
+        raise ValueError(f"objective source type {kind!r} is not an objective (expected synthetic or hpo)")
+    return make(spec, cache_dir=cache_dir)
 
 
 def describe(objective: Objective):

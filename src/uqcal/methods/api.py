@@ -203,8 +203,8 @@ class Method:
     def evaluate(self, ctx: RunContext) -> dict[str, float]:
         import pandas as pd
 
-        from uqcal.metrics.evaluation import evaluate_predictions
         from uqcal.core.io import read_json
+        from uqcal.metrics.evaluation import evaluate_predictions
 
         predictions = pd.read_parquet(ctx.run_dir / "predictions.parquet")
         metrics = evaluate_predictions(ctx.family, predictions, ctx)

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from uqcal.methods.api import is_timing_key
 from uqcal.core.io import read_json, write_text
+from uqcal.methods.api import is_timing_key
 
 SUMMARY_COLUMNS = ["dataset", "setting", "method", "metric", "mean", "std", "n"]
 

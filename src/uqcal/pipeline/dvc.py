@@ -17,8 +17,8 @@ from pathlib import Path
 
 import yaml
 
-from uqcal.pipeline import jobs as J
 from uqcal.core.io import write_text
+from uqcal.pipeline import jobs as J
 
 LOG = logging.getLogger("uqcal")
 

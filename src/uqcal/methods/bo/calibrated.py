@@ -31,13 +31,13 @@ import pandas as pd
 import torch
 from scipy.stats import norm
 
-from uqcal.methods.api import Method, RunContext
 from uqcal.core.gp.failures import FitFailures
+from uqcal.data.objectives import Objective, get_objective
+from uqcal.methods.api import Method, RunContext
 from uqcal.methods.bo.acquisition import ACQUISITIONS, CALIBRATED_ACQ_MODES, CalibratedAcquisition
 from uqcal.methods.bo.recalibration import RECALIBRATORS, RecalibrationMap, fit_recalibration
 from uqcal.methods.bo.surrogate import KERNELS, PIT_MODES, fit_gp, heldout_pit
 from uqcal.metrics import calibration_score as shared_calibration_score
-from uqcal.data.objectives import Objective, get_objective
 
 SETTING_KEYS = {"acquisition", "budget", "n_init", "target_tol", "initial_design", "initial_box", "stuck_above",
                 "datasets"}

@@ -18,8 +18,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from uqcal.methods.api import Method, RunContext
 from uqcal.core.gp.linalg import JitterCounter
+from uqcal.methods.api import Method, RunContext
 
 from .gp_core import mc_softmax
 from .recalibration import Recalibration

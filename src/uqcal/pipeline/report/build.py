@@ -21,11 +21,11 @@ import pandas as pd
 import yaml
 
 from uqcal.core.io import write_json, write_text
+from uqcal.pipeline.reference import DatasetRelation, Reference, load_reference, relate_dataset
 from uqcal.pipeline.report import html as H
 from uqcal.pipeline.report.claims import ClaimContext, ClaimResult, evaluate_claims
 from uqcal.pipeline.report.figures import FigureContext, build_figure, pit_values
 from uqcal.pipeline.report.provenance import Provenance, collect, read_run_devices
-from uqcal.pipeline.report.reference import DatasetRelation, Reference, load_reference, relate_dataset
 from uqcal.pipeline.report.results import load_predictions, load_runs, load_summary
 from uqcal.pipeline.report.tables import FAILURE_MARK, BuiltTable, build_table, fit_failure_counts, to_html, to_markdown
 

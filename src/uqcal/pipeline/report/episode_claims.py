@@ -27,6 +27,7 @@ import pandas as pd
 from scipy import stats
 
 from uqcal.pipeline.report.results import load_predictions
+from uqcal.pipeline.report.verdicts import _filter, _finish
 
 N_BINS = 15
 LOWER_IS_BETTER = {"acc": False, "nll": True, "ece": True, "mce": True}
@@ -112,7 +113,6 @@ def compare(ta: pd.DataFrame, tb: pd.DataFrame, metric: str, alpha: float, n_boo
 
 
 def check_episode_paired(claim: dict, ctx) -> object:
-    from uqcal.pipeline.report.claims import _filter, _finish
     from uqcal.pipeline.report.tables import fmt
 
     check = claim["check"]

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from uqcal.pipeline.report.reference import DatasetRelation, Reference
 from uqcal.metrics.stats import PAIRED_TESTS, paired_pvalue
+from uqcal.pipeline.reference import DatasetRelation, Reference
 
 TESTS = PAIRED_TESTS
 

@@ -27,10 +27,10 @@ def run(args) -> int:
 
 
 def _write(args, jobs: list[dict]) -> None:
-    from uqcal.pipeline.config import split_path
-    from uqcal.data import load_table, raw_paths
     from uqcal.core.io import write_json
+    from uqcal.data import load_table, raw_paths
     from uqcal.data.splits import make_split
+    from uqcal.pipeline.config import split_path
 
     first = jobs[0]
     table = load_table(first["dataset"], spec=first["dataset_spec"], raw_path=raw_paths(first["dataset"], args.data_dir)[0])

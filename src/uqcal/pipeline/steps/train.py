@@ -52,8 +52,8 @@ def _single_seed_job(args) -> dict:
 
 
 def _train_seeds(args, jobs: list[dict]) -> None:
-    from uqcal.pipeline.config import job_digest
     from uqcal.core.resume import ResumeStore
+    from uqcal.pipeline.config import job_digest
 
     stores = []
     for one in jobs:
@@ -78,9 +78,9 @@ def run_context(job: dict, args, resume_dir: Path | None = None):
     """RunContext and method instance for a single-seed job."""
     import torch
 
-    from uqcal.methods.api import RunContext, get_entry
-    from uqcal.data import raw_paths
     from uqcal.core.device import resolve_device
+    from uqcal.data import raw_paths
+    from uqcal.methods.api import RunContext, get_entry
 
     run = (job["family"], job["dataset"], job["setting"], job["method"], job["seed"])
     run_dir = Path(args.results_dir) / "/".join(map(str, run[:4])) / f"seed{run[4]}"
