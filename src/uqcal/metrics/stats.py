@@ -423,3 +423,53 @@ def stouffer(pvalues_one_sided) -> float:
     if p.size == 0:
         raise ValueError("pvalues_one_sided: need at least one p-value")
     return float(stats.combine_pvalues(p, method="stouffer").pvalue)
+
+
+def episode_ttest_pvalue(a, b) -> float:
+    """Two-sided paired t-test p-value (scipy.stats.ttest_rel) over many pairs, e.g. test episodes
+    (``uqcal.pipeline.report.episode_claims``): fewer than 2 pairs or no difference -> 1.0 (nothing to test, or
+    identical); the same non-zero difference on every pair -> 0.0 (no variance: the difference is certain).
+    Unlike :func:`paired_ttest` it does not validate its input (non-finite values give scipy's nan)."""
+    va, vb = np.asarray(a), np.asarray(b)
+    diff = va - vb
+    n = diff.size
+    if n < 2 or not np.any(diff):
+        return 1.0
+    if np.all(diff == diff[0]):
+        return 0.0
+    return float(stats.ttest_rel(va, vb).pvalue)
+
+
+def fold_blocked_test(diffs: dict[int, float], folds: int, alpha: float = 0.05) -> dict:
+    """Paired t-test of per-seed differences when the K folds are FIXED (the same rows in every repeat; seed k
+    = fold k % folds): fold effects are part of the design, not noise, so each difference is compared with its
+    fold's mean (randomised block design, fold = block). se = sqrt(s_within^2 / n), df = n - #folds."""
+    seeds = sorted(diffs)
+    d = np.array([diffs[s] for s in seeds], float)
+    fold = np.array([s % folds for s in seeds])
+    blocks = np.unique(fold)
+    df = d.size - blocks.size
+    if df < 1:
+        raise ValueError(f"fold-blocked test needs repeated folds: {d.size} runs over {blocks.size} folds")
+    residual = d - np.array([d[fold == f].mean() for f in fold])
+    se = float(np.sqrt((residual**2).sum() / df / d.size))
+    mean = float(d.mean())
+    if se == 0:
+        p_two = 0.0 if mean != 0 else 1.0
+        t_stat = math.copysign(math.inf, mean) if mean != 0 else 0.0
+    else:
+        t_stat = mean / se
+        p_two = float(2 * stats.t.sf(abs(t_stat), df))
+    half = float(stats.t.ppf(1 - alpha / 2, df)) * se
+    mde = (float(stats.t.ppf(1 - alpha / 2, df)) + float(stats.t.ppf(0.8, df))) * se
+    return {"mean": mean, "se": se, "df": df, "t": t_stat, "p_two": p_two, "ci": (mean - half, mean + half),
+            "mde": mde}
+
+
+def logrank_pvalue(xa: np.ndarray, ra: np.ndarray, xb: np.ndarray, rb: np.ndarray) -> float:
+    """Two-sided log-rank p-value of two samples of right-censored times (reached = 0: censored)."""
+    if np.isnan(ra).any() or np.isnan(rb).any() or not (ra.any() or rb.any()):
+        return float("nan")  # no reached flags, or no run reached the target: no event to compare
+    data_a = stats.CensoredData(uncensored=xa[ra > 0], right=xa[ra == 0])
+    data_b = stats.CensoredData(uncensored=xb[rb > 0], right=xb[rb == 0])
+    return float(stats.logrank(data_a, data_b).pvalue)

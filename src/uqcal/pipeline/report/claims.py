@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from uqcal.metrics.stats import paired_comparison
+from uqcal.metrics.stats import fold_blocked_test, logrank_pvalue, paired_comparison, spearman
 from uqcal.pipeline.report.episode_claims import check_episode_paired as _episode_paired
 from uqcal.pipeline.report.results import load_predictions
 from uqcal.pipeline.report.tables import fmt, not_worse_than_best, spread_verdict
@@ -194,7 +194,7 @@ def check_spearman(claim: dict, ctx: ClaimContext) -> ClaimResult:
         ]
         if len(methods) < 3:
             continue
-        rho, p = stats.spearmanr([wx.loc[key, m] for m in methods], [wy.loc[key, m] for m in methods])
+        rho, p = spearman([wx.loc[key, m] for m in methods], [wy.loc[key, m] for m in methods])
         ok = bool(rho > min_rho and p < max_p)
         evidence.append((f"{key[0]} / {key[1]}", f"rho = {fmt(rho)}, p = {fmt(p)} over {len(methods)} methods", ok))
     return _finish(claim, evidence, len(wx.index), f"fewer than 3 methods with both {x_metric} and {y_metric}")
@@ -378,32 +378,6 @@ def check_effect_contrast(claim: dict, ctx: ClaimContext) -> ClaimResult:
     return _finish(claim, evidence, len(datasets), f"no dataset has {a} and {b} under both {first} and {second}")
 
 
-def fold_blocked_test(diffs: dict[int, float], folds: int, alpha: float = 0.05) -> dict:
-    """Paired t-test of per-seed differences when the K folds are FIXED (the same rows in every repeat; seed k
-    = fold k % folds): fold effects are part of the design, not noise, so each difference is compared with its
-    fold's mean (randomised block design, fold = block). se = sqrt(s_within^2 / n), df = n - #folds."""
-    seeds = sorted(diffs)
-    d = np.array([diffs[s] for s in seeds], float)
-    fold = np.array([s % folds for s in seeds])
-    blocks = np.unique(fold)
-    df = d.size - blocks.size
-    if df < 1:
-        raise ValueError(f"fold-blocked test needs repeated folds: {d.size} runs over {blocks.size} folds")
-    residual = d - np.array([d[fold == f].mean() for f in fold])
-    se = float(np.sqrt((residual**2).sum() / df / d.size))
-    mean = float(d.mean())
-    if se == 0:
-        p_two = 0.0 if mean != 0 else 1.0
-        t_stat = math.copysign(math.inf, mean) if mean != 0 else 0.0
-    else:
-        t_stat = mean / se
-        p_two = float(2 * stats.t.sf(abs(t_stat), df))
-    half = float(stats.t.ppf(1 - alpha / 2, df)) * se
-    mde = (float(stats.t.ppf(1 - alpha / 2, df)) + float(stats.t.ppf(0.8, df))) * se
-    return {"mean": mean, "se": se, "df": df, "t": t_stat, "p_two": p_two, "ci": (mean - half, mean + half),
-            "mde": mde}
-
-
 def check_fold_blocked_compare(claim: dict, ctx: ClaimContext) -> ClaimResult:
     """``less_than`` / ``greater_than`` (``direction: less | greater``) for K-fold protocols whose folds are
     the same in every repeat (QR's cv5): per row, the paired differences a - b over shared seeds are tested by
@@ -475,7 +449,7 @@ def check_censored_steps(claim: dict, ctx: ClaimContext) -> ClaimResult:
         rb = np.array([reached.get((dataset, setting, b), {}).get(s, np.nan) for s in shared], dtype=float)
         result = paired_comparison(xa, xb, test, alpha, direction=-1)
         reduction = (xb.mean() - xa.mean()) / xb.mean() if xb.mean() > 0 else float("nan")
-        logrank = _logrank_pvalue(xa, ra, xb, rb)
+        logrank = logrank_pvalue(xa, ra, xb, rb)
         detail = (
             f"{result.outcome}: restricted mean steps (a run that never reached the target counts budget + 1) "
             f"{a} {fmt(xa.mean())} vs {b} {fmt(xb.mean())} ({100 * reduction:.0f} % fewer); reached the target "
@@ -486,15 +460,6 @@ def check_censored_steps(claim: dict, ctx: ClaimContext) -> ClaimResult:
         evidence.append(Evidence(f"{dataset} / {setting}", detail, ok, result.outcome, dataset,
                                  result.pvalue_one_sided))
     return _finish(claim, evidence, len(rows), f"no paired per-run {steps_metric} for both {a} and {b}")
-
-
-def _logrank_pvalue(xa: np.ndarray, ra: np.ndarray, xb: np.ndarray, rb: np.ndarray) -> float:
-    """Two-sided log-rank p-value of two samples of right-censored times (reached = 0: censored)."""
-    if np.isnan(ra).any() or np.isnan(rb).any() or not (ra.any() or rb.any()):
-        return float("nan")  # no reached flags, or no run reached the target: no event to compare
-    data_a = stats.CensoredData(uncensored=xa[ra > 0], right=xa[ra == 0])
-    data_b = stats.CensoredData(uncensored=xb[rb > 0], right=xb[rb == 0])
-    return float(stats.logrank(data_a, data_b).pvalue)
 
 
 KINDS = {

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from uqcal.metrics.stats import episode_ttest_pvalue
 from uqcal.pipeline.report.results import load_predictions
 from uqcal.pipeline.report.verdicts import _filter, _finish
 
@@ -86,12 +87,7 @@ def compare(ta: pd.DataFrame, tb: pd.DataFrame, metric: str, alpha: float, n_boo
         diff = va - vb
         mean_a, mean_b = float(va.mean()), float(vb.mean())
         se = float(diff.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
-        if n < 2 or not np.any(diff):
-            p = 1.0  # nothing to test, or identical
-        elif np.all(diff == diff[0]):
-            p = 0.0  # a constant shift on every episode: no variance, the difference is certain
-        else:
-            p = float(stats.ttest_rel(va, vb).pvalue)
+        p = episode_ttest_pvalue(va, vb)
         test = f"paired t-test over {n} episodes"
     else:
         pick = 0 if metric == "ece" else 1

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from uqcal.metrics.stats import stouffer
-from uqcal.pipeline.report.reference import DatasetRelation, Reference
+from uqcal.pipeline.reference import DatasetRelation, Reference
 from uqcal.pipeline.report.tables import fmt
 
 HELD, NOT_HELD, INCONCLUSIVE, NOT_RUN = "held", "not held", "inconclusive", "not run"
