@@ -55,4 +55,4 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
-    sys.meta_path.append(_MovedModules())
+    sys.meta_path.insert(0, _MovedModules())  # before the path finder: uqcal.gp.linalg is not loaded twice
