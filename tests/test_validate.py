@@ -250,7 +250,7 @@ def test_validate_config_command_exits_2_with_the_message(tmp_path, smoke_raw):
     cfg["dataset_registry"] = [str(REPO / p) for p in cfg["dataset_registry"]]
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    proc = subprocess.run([sys.executable, "-m", "uqcal", "validate-config", "--config", str(path)], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "uqcal.cli", "validate-config", "--config", str(path)], cwd=REPO,
                           env=tool_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
     assert "min_task_size: 20 < n_support + n_query" in proc.stderr
