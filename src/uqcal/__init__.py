@@ -25,6 +25,12 @@ MOVED = {
     "splits": "data.splits",
     "api": "methods.api",
     "report": "pipeline.report",
+    "evaluation": "metrics.evaluation",
+    "io": "core.io",
+    "device": "core.device",
+    "nn": "core.nn",
+    "resume": "core.resume",
+    "_lazy": "core.lazy",
 }
 
 
