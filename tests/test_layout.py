@@ -31,3 +31,16 @@ def test_a_moved_module_still_imports_from_its_old_path(old, new):
     assert module is importlib.import_module(new)
     if not imported_before:
         assert any(issubclass(w.category, DeprecationWarning) and "moved to uqcal." in str(w.message) for w in caught)
+
+
+def test_the_architecture_page_opens_with_the_tree_as_it_is():
+    text = (SRC.parents[1] / "docs" / "ARCHITECTURE.md").read_text()
+    block = text.split("## Source tree", 1)[1].split("```", 2)[1]
+    documented = [line.split()[0] for line in block.strip().splitlines()]
+    root = SRC.parents[1]
+    actual = sorted(
+        p.relative_to(root).as_posix()
+        for p in [SRC, *SRC.iterdir(), *(q for d in SRC.iterdir() if d.is_dir() for q in d.iterdir())]
+        if "__pycache__" not in p.parts
+    )
+    assert documented == actual
