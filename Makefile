@@ -79,8 +79,10 @@ pull: venv
 	@test -f dvc.lock || { echo "no dvc.lock: the run to pull was not committed (README, DVC)"; exit 1; }
 	$(BIN)/dvc pull
 
+# ruff, then the layering contracts of pyproject.toml [tool.importlinter] (docs/ARCHITECTURE.md).
 lint: venv
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf results reports/*.html reports/*/ logs .snakemake site

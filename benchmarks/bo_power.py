@@ -5,7 +5,7 @@ against uncalibrated BO on the same seeds and every claim metric, prints the pai
 standard deviation, the standardised effect d = mean / sd, the Wilcoxon p-value, the power the current n
 has at d, and the pairs needed for 80 % power at d (two-sided, alpha 0.05; paired t-test power from the
 noncentral t, divided by the Wilcoxon test's asymptotic relative efficiency 3/pi for the Wilcoxon test, as
-in the report's claims: ``uqcal.stats``). ``needed`` = inf: no difference was observed (d = 0). The last
+in the report's claims: ``uqcal.metrics.stats``). ``needed`` = inf: no difference was observed (d = 0). The last
 columns are the planning numbers: pairs for 80 % power at d = 0.5 and d = 0.8 (a "medium" and "large"
 effect) do not depend on the data.
     PYTHONPATH=src python benchmarks/bo_power.py [--results results/bo] [--csv out.csv]
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from uqcal.stats import WILCOXON_ARE, paired_pvalue, paired_t_power, pairs_for_power
+from uqcal.metrics.stats import WILCOXON_ARE, paired_pvalue, paired_t_power, pairs_for_power
 
 METRICS = ("regret_auc", "final_regret", "steps_to_target", "stuck", "cal_score")
 TREATMENTS = ("calibrated", "calibrated_fastloo", "calibrated_isoslope", "calibrated_legacy")

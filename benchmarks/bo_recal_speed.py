@@ -20,10 +20,10 @@ import torch
 from botorch.optim import optimize_acqf
 from threadpoolctl import threadpool_limits
 
+from uqcal.data.objectives import make_synthetic
 from uqcal.methods.bo.acquisition import CalibratedAcquisition
 from uqcal.methods.bo.recalibration import fit_recalibration
 from uqcal.methods.bo.surrogate import _fit, _warm_start, fit_gp, hyperparameters, loo_pit, make_gp, refit_loo_pit
-from uqcal.objectives import make_synthetic
 
 
 def timed(fn, repeats: int) -> float:

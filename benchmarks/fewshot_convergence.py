@@ -23,7 +23,7 @@ import torch
 from sklearn.datasets import load_digits
 from torch.nn import functional as F
 
-from uqcal.gp.linalg import JitterCounter
+from uqcal.core.gp.linalg import JitterCounter
 from uqcal.methods.fewshot.gp_core import (
     dense_elbo,
     md_elbo,

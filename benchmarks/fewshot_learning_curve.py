@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from uqcal.api import RunContext, get_entry
-from uqcal.config import Run, load_config, run_job
-from uqcal.io import read_json
+from uqcal.core.io import read_json
+from uqcal.methods.api import RunContext, get_entry
+from uqcal.pipeline.config import Run, load_config, run_job
 
 
 def run_method(config: dict, args, method: str, out: Path) -> dict:

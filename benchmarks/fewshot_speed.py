@@ -16,11 +16,11 @@ import torch
 from sklearn.datasets import load_digits
 from torch.nn import functional as F
 
-from uqcal.gp.linalg import JitterCounter
+from uqcal.core.gp.linalg import JitterCounter
+from uqcal.data.splits import class_rows, sample_fewshot_episode
 from uqcal.methods.fewshot.common import Episode, EpisodeData
 from uqcal.methods.fewshot.gp_core import mc_softmax
 from uqcal.methods.fewshot.md import MirrorDescentGP
-from uqcal.splits import class_rows, sample_fewshot_episode
 
 
 def digits28():

@@ -71,7 +71,7 @@ def rio(device: torch.device, warmup: bool) -> float:
 
 
 def qr(device: torch.device, warmup: bool) -> float:
-    from uqcal.calibration_entropy import QuantileRegularizer
+    from uqcal.methods.qr.entropy import QuantileRegularizer
     from uqcal.methods.qr.gaussian_nets import GaussianNetMethod, HeteroscedasticMLP, batch_spacing_k, train_member
 
     rng = np.random.default_rng(0)
@@ -102,10 +102,10 @@ def _glyphs(n_classes: int = 20, per_class: int = 20, size: int = 28) -> tuple[n
 
 
 def fewshot(device: torch.device, warmup: bool) -> float:
-    from uqcal.gp.linalg import JitterCounter
+    from uqcal.core.gp.linalg import JitterCounter
+    from uqcal.data.splits import class_rows, sample_fewshot_episode
     from uqcal.methods.fewshot.common import EpisodeData
     from uqcal.methods.fewshot.md import MirrorDescentGP
-    from uqcal.splits import class_rows, sample_fewshot_episode
 
     images, labels = _glyphs()
     data = EpisodeData(images, labels, device)
@@ -130,10 +130,10 @@ def fewshot(device: torch.device, warmup: bool) -> float:
 def bo(device: torch.device, warmup: bool) -> float:
     from botorch.optim import optimize_acqf
 
+    from uqcal.data.objectives import make_synthetic
     from uqcal.methods.bo.acquisition import CalibratedAcquisition
     from uqcal.methods.bo.recalibration import fit_recalibration
     from uqcal.methods.bo.surrogate import fit_gp, heldout_pit
-    from uqcal.objectives import make_synthetic
 
     objective = make_synthetic("hartmann6")
     rng = np.random.default_rng(0)

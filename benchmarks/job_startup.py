@@ -2,9 +2,9 @@
 
 Without a preload worker every Snakemake job is a fresh `uqcal` process; this is what each pays. A job's
 process is run as Snakemake runs it, with its work function replaced by one that reports the process's CPU
-time and exits: `uqcal.data.materialise`, `uqcal.splits.make_split`, `RunContext.seed_everything` (right
-before `Method.train`; torch is imported by then), `uqcal.aggregate.aggregate_family`,
-`uqcal.report.build.build_reports`. The minimum of --repeat runs is kept (other load only adds).
+time and exits: `uqcal.data.materialise`, `uqcal.data.splits.make_split`, `RunContext.seed_everything` (right
+before `Method.train`; torch is imported by then), `uqcal.pipeline.aggregate.aggregate_family`,
+`uqcal.pipeline.report.build.build_reports`. The minimum of --repeat runs is kept (other load only adds).
 
     python benchmarks/job_startup.py --workdir COPY [--config config/config.yaml] [--src other/src] [--repeat 3]
 
@@ -48,15 +48,15 @@ except Started:
 t = os.times()
 print("CPU", t.user + t.system)
 """
-HOOKS = {"materialise": "uqcal.data:materialise", "split": "uqcal.splits:make_split",
-         "train": "uqcal.api:RunContext.seed_everything", "aggregate": "uqcal.aggregate:aggregate_family",
-         "report": "uqcal.report.build:build_reports"}
+HOOKS = {"materialise": "uqcal.data:materialise", "split": "uqcal.data.splits:make_split",
+         "train": "uqcal.methods.api:RunContext.seed_everything", "aggregate": "uqcal.pipeline.aggregate:aggregate_family",
+         "report": "uqcal.pipeline.report.build:build_reports"}
 
 
 def job_argv(config: dict, config_path: str, rule: str, key: tuple, workdir: Path, new_code: bool) -> list[str]:
-    """The command line Snakemake gives the job: --spec FILE (uqcal.jobs) or --job JSON (before it)."""
+    """The command line Snakemake gives the job: --spec FILE (uqcal.pipeline.jobs) or --job JSON (before it)."""
     if new_code:
-        from uqcal import jobs as J
+        from uqcal.pipeline import jobs as J
 
         job = J.Job(rule, key)
         spec = J.build_spec(config, job, config_path)
@@ -64,7 +64,7 @@ def job_argv(config: dict, config_path: str, rule: str, key: tuple, workdir: Pat
         path.write_text(json.dumps(spec))
         extra = ["--jobs", "1"] if rule == "report" else []
         return [rule, "--spec", str(path), *extra]
-    from uqcal import config as C
+    from uqcal.pipeline import config as C
 
     if rule == "report":
         return ["report", "--config", config_path]
@@ -96,10 +96,10 @@ def main() -> int:
     args = parser.parse_args()
     sys.path.insert(0, str(args.src))
     os.chdir(args.workdir)
-    from uqcal.api import get_entry
-    from uqcal.config import iter_batches, load_config
+    from uqcal.methods.api import get_entry
+    from uqcal.pipeline.config import iter_batches, load_config
 
-    new_code = (args.src / "uqcal/jobs.py").exists()
+    new_code = (args.src / "uqcal/pipeline/jobs.py").exists()
     config = load_config(args.config)
     kinds: Counter = Counter()
     examples: dict[str, tuple[str, tuple]] = {}

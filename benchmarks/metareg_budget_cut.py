@@ -19,14 +19,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy import stats
 
-from uqcal.api import get_entry, resolve_params
-from uqcal.config import load_config
+from uqcal.core.io import read_json
 from uqcal.data import load_table
-from uqcal.evaluation import evaluate_predictions
-from uqcal.io import read_json
+from uqcal.methods.api import get_entry, resolve_params
 from uqcal.methods.metareg.episodes import EpisodeData
+from uqcal.metrics import stats as S
+from uqcal.metrics.evaluation import evaluate_predictions
+from uqcal.pipeline.config import load_config
 
 METRICS = ("te", "mse", "ece", "ece_pooled")
 
@@ -74,7 +74,7 @@ def main() -> None:
             for m in METRICS:
                 ours[m].append(reference[m])
         for m in METRICS:
-            p = stats.ttest_rel(ours[m], full[m]).pvalue
+            p = S.paired_ttest(ours[m], full[m])[1]
             print(f"| {method} | {dataset} / {setting} | {m} | {np.mean(ours[m]):.3f} | {np.mean(cut[m]):.3f} | "
                   f"{np.mean(full[m]):.3f} | {p:.3f} | {np.mean(steps[0]):.0f} / {np.mean(steps[1]):.0f} | "
                   f"{np.mean(cpu):.1f} |", flush=True)

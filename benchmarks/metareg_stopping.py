@@ -30,11 +30,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from uqcal.api import get_entry, resolve_params
-from uqcal.config import load_config
+from uqcal.core.io import read_json
 from uqcal.data import load_table
-from uqcal.io import read_json
+from uqcal.methods.api import get_entry, resolve_params
 from uqcal.methods.metareg.episodes import EarlyStopping, EpisodeData, Episodes, meta_train
+from uqcal.pipeline.config import load_config
 
 
 def validation_pool(data: EpisodeData, task, val_tasks, per_task: int, seed: int) -> Episodes:

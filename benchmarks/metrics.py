@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from uqcal import metrics as M
-from uqcal import stats as S
+from uqcal.metrics import stats as S
 
 
 def _time(fn, *args, repeats: int = 3) -> float:

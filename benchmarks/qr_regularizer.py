@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from uqcal.calibration_entropy import QuantileRegularizer, gaussian_nll, gaussian_pit
+from uqcal.methods.qr.entropy import QuantileRegularizer, gaussian_nll, gaussian_pit
 
 
 def time_call(fn, repeats: int = 20) -> float:

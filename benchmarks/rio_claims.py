@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from uqcal.api import is_timing_key
-from uqcal.stats import paired_ttest, spearman, wilcoxon_test
+from uqcal.methods.api import is_timing_key
+from uqcal.metrics.stats import paired_ttest, spearman, wilcoxon_test
 
 ORDER = ["nn", "rio", "rio_ys", "r_i", "r_o", "y_o", "y_io", "svgp", "marginal"]
 GP = ["rio", "r_i", "r_o", "y_o", "y_io", "svgp"]

@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from uqcal.config import load_config
 from uqcal.data import load_table
 from uqcal.methods.rio.network import load_network, network_predict
 from uqcal.methods.rio.rio import combined_inputs
 from uqcal.methods.rio.svgp import fit_svgp
 from uqcal.metrics import gaussian_nlpd
+from uqcal.pipeline.config import load_config
 
 METHODS = {"svgp": ("y", "i", False), "rio": ("residual", "io", False), "rio_ys": ("residual", "io", True)}
 

@@ -35,7 +35,7 @@ def method_device() -> torch.device:
     ``UQCAL_TEST_DEVICE=cuda pytest tests/test_*_methods.py`` runs them on CUDA; an unavailable CUDA fails
     (``resolve_device``) rather than quietly testing the CPU again.
     """
-    from uqcal.device import resolve_device
+    from uqcal.core.device import resolve_device
 
     return resolve_device(os.environ.get("UQCAL_TEST_DEVICE", "cpu"))
 

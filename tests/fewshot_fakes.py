@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from tests.conftest import method_device
-from uqcal.api import RunContext
-from uqcal.splits import class_rows, sample_fewshot_episode
+from uqcal.data.splits import class_rows, sample_fewshot_episode
+from uqcal.methods.api import RunContext
 
 
 def synthetic_glyphs(n_classes=24, per_class=24, size=28, n_groups=6, seed=0):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from uqcal.aggregate import SUMMARY_COLUMNS, aggregate_family
-from uqcal.io import write_json
+from uqcal.core.io import write_json
+from uqcal.pipeline.aggregate import SUMMARY_COLUMNS, aggregate_family
 
 
 def test_aggregate_mean_std_n(tmp_path):

@@ -9,7 +9,7 @@ from matplotlib import cbook
 
 from uqcal.data import load_table, materialise
 from uqcal.data.errors import DataSourceError
-from uqcal.splits import make_split
+from uqcal.data.splits import make_split
 
 
 def elevation() -> np.ndarray:

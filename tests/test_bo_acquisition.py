@@ -6,10 +6,10 @@ import torch
 from botorch.acquisition.analytic import ExpectedImprovement, ProbabilityOfImprovement, UpperConfidenceBound
 from scipy.stats import norm
 
+from uqcal.data.objectives import make_synthetic
 from uqcal.methods.bo.acquisition import CalibratedAcquisition
 from uqcal.methods.bo.recalibration import GRID, RecalibrationMap
 from uqcal.methods.bo.surrogate import fit_gp
-from uqcal.objectives import make_synthetic
 
 torch.set_num_threads(1)
 

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from uqcal.report.claims import HELD, INCONCLUSIVE, ClaimContext, evaluate_claim
-from uqcal.report.reference import Reference
+from uqcal.pipeline.reference import Reference
+from uqcal.pipeline.report.claims import HELD, INCONCLUSIVE, ClaimContext, evaluate_claim
 
 BUDGET = 15  # censored runs record steps_to_target = BUDGET + 1
 

@@ -17,8 +17,8 @@ import yaml
 
 from tests.test_download import Server
 from uqcal.data.errors import DataSourceError
+from uqcal.data.objectives import get_objective
 from uqcal.data.sources import hpo, hpo_paper
-from uqcal.objectives import get_objective
 
 REPO = Path(__file__).resolve().parents[1]
 REAL_URLS = {
@@ -213,7 +213,7 @@ def test_search_spaces_are_the_paper_tables():
 
 
 def test_registry_entries_and_paper_protocol():
-    from uqcal.config import load_config
+    from uqcal.pipeline.config import load_config
 
     config = load_config(REPO / "config" / "paper.yaml")
     bo = config["families"]["bo"]

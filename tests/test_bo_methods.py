@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from tests.conftest import method_device
-from uqcal.api import RunContext, get_entry, resolve_params
+from uqcal.data.objectives import make_synthetic
+from uqcal.methods.api import RunContext, get_entry, resolve_params
 from uqcal.methods.bo.calibrated import bo_metrics
-from uqcal.objectives import make_synthetic
 
 torch.set_num_threads(1)
 SPEC = {"type": "synthetic", "objective": "forrester"}

@@ -4,8 +4,8 @@ the synthetic/hpo sources, and the hpo evaluation cache."""
 import numpy as np
 import pytest
 
+from uqcal.data.objectives import Dimension, get_objective, make_synthetic
 from uqcal.data.sources import hpo, synthetic
-from uqcal.objectives import Dimension, get_objective, make_synthetic
 
 # Literature values (Surjanovic & Bingham's Virtual Library of Simulation Experiments; Forrester et al. 2008).
 KNOWN = {

@@ -8,6 +8,7 @@ import pytest
 import torch
 from scipy.stats import norm
 
+from uqcal.data.objectives import make_synthetic
 from uqcal.methods.bo.surrogate import (
     fit_gp,
     hyperparameters,
@@ -18,7 +19,6 @@ from uqcal.methods.bo.surrogate import (
     refit_loo_pit,
     timeseries_pit,
 )
-from uqcal.objectives import make_synthetic
 
 torch.set_num_threads(1)
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, copy_repo, snakemake
-from uqcal.config import ConfigError, iter_runs, load_config, prepare_config
+from uqcal.pipeline.config import ConfigError, iter_runs, load_config, prepare_config
 
 
 @pytest.fixture(scope="module")
@@ -175,8 +175,8 @@ def test_paper_config_requests_gpus_for_the_learners_only():
     # config/paper.yaml asks a GPU for every train job of metareg, rio, qr and fewshot, and for the BO jobs
     # on the CNN objectives; the cpu_only methods (the references, qr's isotonic recalibration of a saved
     # run) never ask, whatever their family says. gpu > 0 is what the SLURM profile turns into --gpus.
-    from uqcal.api import get_entry
-    from uqcal.jobs import plan, resources
+    from uqcal.methods.api import get_entry
+    from uqcal.pipeline.jobs import plan, resources
 
     config = load_config(REPO / "config" / "paper.yaml")
     asked: dict[tuple[str, bool], set[str]] = {}

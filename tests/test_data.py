@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
-from uqcal.config import load_config
+from uqcal.core.io import atomic_path, write_json
 from uqcal.data import load_table, materialise
 from uqcal.data.errors import DataSourceError
-from uqcal.io import atomic_path, write_json
+from uqcal.pipeline.config import load_config
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from tests.conftest import method_device
-from uqcal.api import RunContext
-from uqcal.device import resolve_device
-from uqcal.io import read_json
+from uqcal.core.device import resolve_device
+from uqcal.core.io import read_json
+from uqcal.methods.api import RunContext
 
 
 def test_resolve_device_contract():
@@ -39,7 +39,7 @@ def test_save_outputs_records_the_device(tmp_path):
 def test_a_cuda_device_switches_on_deterministic_kernels(monkeypatch):
     # resolve_device("cuda") makes CUDA runs reproducible given their seed (cuDNN autotuner off, deterministic
     # algorithms, a fixed cuBLAS workspace). On a machine without CUDA the switch is checked by pretending.
-    import uqcal.device as device_module
+    import uqcal.core.device as device_module
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)

@@ -32,9 +32,9 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "uqcal"
 # (botorch test functions), the paper's CNN objective (it trains on the configured device), and what every
 # run goes through: RunContext (api), checkpoints (resume) and artifact loading (io).
 SCANNED = sorted([
-    *(SRC / "methods").rglob("*.py"), *(SRC / "gp").rglob("*.py"), *SRC.glob("calibration*.py"),
-    SRC / "nn.py", SRC / "objectives.py", SRC / "data" / "sources" / "hpo_paper.py",
-    SRC / "api.py", SRC / "resume.py", SRC / "io.py",
+    *(SRC / "methods").rglob("*.py"), *(SRC / "core" / "gp").rglob("*.py"), SRC / "core" / "calibration.py",
+    SRC / "core" / "nn.py", SRC / "data" / "objectives.py", SRC / "data" / "sources" / "hpo_paper.py",
+    SRC / "core" / "resume.py", SRC / "core" / "io.py",
 ])
 
 FACTORIES = {

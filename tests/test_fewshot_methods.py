@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-import uqcal.splits
+import uqcal.data.splits
 from tests.fewshot_fakes import FakeContext, synthetic_glyphs, synthetic_split
-from uqcal.io import read_json
+from uqcal.core.io import read_json
 from uqcal.methods.fewshot import METHODS
 
 torch.set_num_threads(1)
@@ -56,14 +56,14 @@ def run(name, table, split, tmp_path, dirs):
 def test_method_runs_and_predicts_distributions(name, data, tmp_path, monkeypatch):
     table, split = data
     seen_classes = []
-    real_sampler = uqcal.splits.sample_fewshot_episode
+    real_sampler = uqcal.data.splits.sample_fewshot_episode
 
     def recording_sampler(*args, **kwargs):
         episode = real_sampler(*args, **kwargs)
         seen_classes.extend(episode["classes"])
         return episode
 
-    monkeypatch.setattr(uqcal.splits, "sample_fewshot_episode", recording_sampler)
+    monkeypatch.setattr(uqcal.data.splits, "sample_fewshot_episode", recording_sampler)
     dirs: dict = {}
     run_dir = run(name, table, split, tmp_path, dirs)
     pred = pd.read_parquet(run_dir / "predictions.parquet")
@@ -137,7 +137,7 @@ def test_per_run_parameters_take_this_runs_value():
 
 def test_extended_config_repeats_the_default_fewshot_runs_exactly():
     """config/fewshot-extended.yaml adds runs; every default fewshot run is the same job there (reused)."""
-    from uqcal.config import iter_runs, load_config, run_job
+    from uqcal.pipeline.config import iter_runs, load_config, run_job
 
     default, extended = load_config("config/config.yaml"), load_config("config/fewshot-extended.yaml")
     runs = list(iter_runs(default, ["fewshot"]))

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import torch
 
-from uqcal.gp.failures import FitFailures
+from uqcal.core.gp.failures import FitFailures
 
 
 def test_failures_are_counted_and_warned_with_the_run(caplog):

@@ -10,14 +10,14 @@ import pytest
 import torch
 from scipy import optimize, stats
 
-from uqcal.calibration_gmm import (
+from uqcal.core.gp.exact import batched_gp_posterior, squared_distances
+from uqcal.methods.metareg.episodes import EpisodeData, Episodes, sorted_calibration_loss
+from uqcal.methods.metareg.gmm_cdf import (
     empirical_calibration_map,
     gmm_calibration_density,
     gmm_calibration_map,
     invert_monotone,
 )
-from uqcal.gp.exact import batched_gp_posterior, squared_distances
-from uqcal.methods.metareg.episodes import EpisodeData, Episodes, sorted_calibration_loss
 from uqcal.methods.metareg.heads import QuantileHead, make_head
 from uqcal.methods.metareg.metacal import MetaCal
 from uqcal.methods.metareg.neural import MamlNet, SingleTaskNet, _network

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tests.conftest import method_device
-from uqcal.api import resolve_params
+from uqcal.methods.api import resolve_params
 from uqcal.methods.metareg import METHODS
 from uqcal.methods.metareg.episodes import EarlyStopping, EpisodeData, meta_train
 from uqcal.methods.metareg.metacal import MetaCal
@@ -71,7 +71,7 @@ def test_pooled_ece_beside_the_per_query_set_ece():
     # alone is badly calibrated, p_hat - p = p for p <= 0.5 and 1 - p above (or the mirror image), so
     # ECE = (.1+.2+.3+.4+.5+.4+.3+.2+.1) / 9 = 2.5 / 9 per episode; pooled, the 60 values are evenly spread
     # ((i + 0.5) / 60), p_hat(p) = p exactly at every level and the pooled ECE is 0.
-    from uqcal.evaluation import evaluate_predictions
+    from uqcal.metrics.evaluation import evaluate_predictions
 
     pit = (np.arange(60) + 0.5) / 60
     pred = pd.DataFrame({

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from tests.conftest import BIN, REPO, copy_repo, run, snakemake
-from uqcal.aggregate import SUMMARY_COLUMNS
-from uqcal.config import iter_runs, load_config
-from uqcal.dvc import build_dvc_yaml, dvc_outputs
+from uqcal.pipeline.aggregate import SUMMARY_COLUMNS
+from uqcal.pipeline.config import iter_runs, load_config
+from uqcal.pipeline.dvc import build_dvc_yaml, dvc_outputs
 
 pytestmark = pytest.mark.slow  # the smoke pipeline end to end (.ci/run's second pass skips it)
 
@@ -112,7 +112,7 @@ def test_a_partial_run_commits_the_stages_it_produced(smoke_run, tmp_path):
     # One family run alone (`snakemake results/rio/summary.csv`): the other stages' outputs do not exist.
     import shutil
 
-    from uqcal.dvc import dvc_commit
+    from uqcal.pipeline.dvc import dvc_commit
 
     full = yaml.safe_load((smoke_run / "dvc.lock").read_text())["stages"]
     copy = tmp_path / "partial"
@@ -135,7 +135,7 @@ def test_a_partial_run_commits_the_stages_it_produced(smoke_run, tmp_path):
 
 
 def test_families_built_in_parallel_give_the_same_report(smoke_run, tmp_path):
-    from uqcal.report.build import build_reports
+    from uqcal.pipeline.report.build import build_reports
 
     config = load_config(smoke_run / "config/smoke.yaml")
     outs = {}

@@ -1,4 +1,4 @@
-"""The qr family's claim kinds (uqcal.report.claims): our spread read as the paper's, and effect contrasts
+"""The qr family's claim kinds (uqcal.pipeline.report.claims): our spread read as the paper's, and effect contrasts
 between protocols, on constructed inputs whose answers are computed by hand."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from uqcal.report.claims import HELD, NOT_HELD, ClaimContext, evaluate_claim
-from uqcal.report.reference import DatasetRelation, Reference
+from uqcal.pipeline.reference import DatasetRelation, Reference
+from uqcal.pipeline.report.claims import HELD, NOT_HELD, ClaimContext, evaluate_claim
 
 RELATIONS = {"concrete": DatasetRelation("concrete", "Concrete Strength", "same"),
              "diabetes": DatasetRelation("diabetes", None, "stand_in")}
@@ -66,7 +66,7 @@ def test_effect_contrast_compares_paired_effects_between_settings():
 
 
 def test_fold_blocked_test_by_hand_and_against_least_squares():
-    from uqcal.report.claims import fold_blocked_test
+    from uqcal.pipeline.report.claims import fold_blocked_test
 
     # 2 folds x 2 repeats: d = 1, 10, 3, 12 (seed k -> fold k % 2). Fold means 2 and 11, residuals +-1:
     # s^2 = 4 / (4 - 2) = 2, se = sqrt(2 / 4), t = 6.5 / se; df = 2, where the t distribution's two-sided

@@ -12,8 +12,8 @@ from scipy.special import expit
 from scipy.stats import norm
 
 from tests.conftest import method_device
-from uqcal.api import RunContext, get_entry, resolve_params
-from uqcal.calibration_entropy import QuantileRegularizer
+from uqcal.methods.api import RunContext, get_entry, resolve_params
+from uqcal.methods.qr.entropy import QuantileRegularizer
 from uqcal.methods.qr.gaussian_nets import (
     HeteroscedasticMLP,
     batch_spacing_k,
@@ -168,7 +168,7 @@ def test_fgsm_authors_step_is_their_gradient(lam):
     net.zero_grad()
     x_req = x.clone().requires_grad_(True)
     mean, std = net(x_req)
-    from uqcal.calibration_entropy import gaussian_nll, gaussian_pit
+    from uqcal.methods.qr.entropy import gaussian_nll, gaussian_pit
 
     gaussian_nll(y, mean, std).backward()  # perturb(): its gradient stays in .grad
     mean, std = net(x)
@@ -186,7 +186,7 @@ def test_paper_fgsm_gradient_weights_lambda_against_both_nll_terms():
     eps = torch.tensor([0.05, 0.1], dtype=torch.float64)
     loss, _, _ = minibatch_loss(net, x, y, regularizer, "fgsm", eps)
     ours = torch.autograd.grad(loss, [net.head.weight, net.head.bias])
-    from uqcal.calibration_entropy import gaussian_nll, gaussian_pit
+    from uqcal.methods.qr.entropy import gaussian_nll, gaussian_pit
 
     x_req = x.clone().requires_grad_(True)
     mean, std = net(x_req)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from uqcal.calibration_entropy import (
+from uqcal.methods.qr.entropy import (
     QuantileRegularizer,
     gaussian_nll,
     gaussian_pit,

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from tests.conftest import method_device
-from uqcal.api import RunContext
+from uqcal.methods.api import RunContext
 from uqcal.methods.reference import MarginalGaussian
 
 

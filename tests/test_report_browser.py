@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from tests.test_report_tree import build_smoke_like_tree
-from uqcal.report.build import FAMILIES, build_reports
+from uqcal.pipeline.report.build import FAMILIES, build_reports
 
 REPO = Path(__file__).resolve().parents[1]
 FLAGS = [

@@ -8,10 +8,19 @@ import pytest
 from scipy import stats
 
 from tests.test_report_tree import bo_predictions, write_run
-from uqcal.io import write_json
-from uqcal.report.claims import HELD, INCONCLUSIVE, NOT_HELD, NOT_RUN, PAPER_DATA, STAND_INS, ClaimContext, evaluate_claim
-from uqcal.report.reference import DatasetRelation, Reference
-from uqcal.report.tables import fmt
+from uqcal.core.io import write_json
+from uqcal.pipeline.reference import DatasetRelation, Reference
+from uqcal.pipeline.report.claims import (
+    HELD,
+    INCONCLUSIVE,
+    NOT_HELD,
+    NOT_RUN,
+    PAPER_DATA,
+    STAND_INS,
+    ClaimContext,
+    evaluate_claim,
+)
+from uqcal.pipeline.report.tables import fmt
 
 
 def summary_of(rows):

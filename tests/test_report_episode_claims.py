@@ -1,4 +1,4 @@
-"""Episode-paired claims (uqcal.report.episode_claims) against direct computations and known answers."""
+"""Episode-paired claims (uqcal.pipeline.report.episode_claims) against direct computations and known answers."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from scipy import stats
 
 from uqcal.metrics.classification import classification_ece, classification_mce
-from uqcal.report.claims import ClaimContext, evaluate_claim
-from uqcal.report.episode_claims import compare, episode_table, pooled_errors
+from uqcal.pipeline.report.claims import ClaimContext, evaluate_claim
+from uqcal.pipeline.report.episode_claims import compare, episode_table, pooled_errors
 
 
 def predictions(seed: int, sharp: float, n_episodes=60, n_query=75, n_classes=5, acc=None) -> pd.DataFrame:

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 from tests.test_report_tree import write_run, write_summary
-from uqcal.api import resolve_params
-from uqcal.io import write_parquet
-from uqcal.report import figures
-from uqcal.report.figures import FigureContext, Rendered, Skipped
+from uqcal.core.io import write_parquet
+from uqcal.methods.api import resolve_params
+from uqcal.pipeline.report import figures
+from uqcal.pipeline.report.figures import FigureContext, Rendered, Skipped
 
 
 def _context(tmp_path, family, summary, config=None):
@@ -110,7 +110,7 @@ def test_interval_snapshots_base_and_recalibrated(tmp_path):
 
 
 def test_calibration_map_draws_each_seeds_stored_map(tmp_path):
-    from uqcal.io import torch_save
+    from uqcal.core.io import torch_save
 
     knots = np.linspace(0.0, 1.0, 5)
     maps = {0: knots**2, 1: np.sqrt(knots)}
@@ -202,7 +202,7 @@ def test_pit_calibration_draws_the_uncalibrated_pits_too(tmp_path):
 
 
 def test_stats_xy_averages_logged_pairs_over_seeds(tmp_path):
-    from uqcal.io import write_json
+    from uqcal.core.io import write_json
 
     logged = {0: [[0, 2.0], [10, 1.0]], 1: [[0, 4.0], [10, 2.0]]}
     for seed, curve in logged.items():
@@ -219,7 +219,7 @@ def test_stats_xy_averages_logged_pairs_over_seeds(tmp_path):
 
 @pytest.mark.parametrize("family", ["metareg", "rio", "qr", "fewshot", "bo"])
 def test_shipped_report_specs_load_and_name_known_figure_types(family):
-    from uqcal.report.build import load_spec
+    from uqcal.pipeline.report.build import load_spec
 
     spec = load_spec(family)
     for figure in spec.get("figures") or []:

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 from tests.test_report_tree import build_smoke_like_tree, write_run
-from uqcal.io import write_json
-from uqcal.report.build import build_reports
-from uqcal.report.html import provenance_html
-from uqcal.report.provenance import (
+from uqcal.core.io import write_json
+from uqcal.pipeline.report.build import build_reports
+from uqcal.pipeline.report.html import provenance_html
+from uqcal.pipeline.report.provenance import (
     collect,
     file_sha256,
     git_state,

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from tests.test_report_tree import build_smoke_like_tree, write_run, write_summary
-from uqcal.io import write_json, write_text
-from uqcal.report.build import build_reports, planned_jobs
+from uqcal.core.io import write_json, write_text
+from uqcal.pipeline.report.build import build_reports, planned_jobs
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "config" / "reference"
 
@@ -62,7 +62,7 @@ def test_tables_and_metrics_hold_only_planned_runs(site):
     assert set(metrics) == {"concrete"}
     assert set(metrics["concrete"]["holdout"]) == {"nn", "rio", "marginal"}
     # The mean over seeds 0-2 only: seed 7 (rmse 1000) is another config's.
-    from uqcal.report.results import load_runs
+    from uqcal.pipeline.report.results import load_runs
 
     runs = load_runs(site["results"], "rio")
     planned = runs[(runs.dataset == "concrete") & (runs.method == "rio") & (runs.metric == "rmse") & (runs.seed < 3)]

@@ -10,9 +10,9 @@ import pytest
 from scipy import stats
 
 from tests.test_report_tree import REGISTRY, write_run, write_summary
-from uqcal.report.reference import Reference, load_reference, relate_dataset
-from uqcal.report.results import load_runs, load_summary
-from uqcal.report.tables import build_table, not_worse_than_best, paired_pvalue, to_html, to_markdown
+from uqcal.pipeline.reference import Reference, load_reference, relate_dataset
+from uqcal.pipeline.report.results import load_runs, load_summary
+from uqcal.pipeline.report.tables import build_table, not_worse_than_best, paired_pvalue, to_html, to_markdown
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "config" / "reference"
 
@@ -170,7 +170,7 @@ def test_relate_dataset_rules():
 
 
 def test_paper_dataset_names_are_checked_against_the_reference():
-    from uqcal.report.reference import paper_dataset_problems
+    from uqcal.pipeline.reference import paper_dataset_problems
 
     config = {
         "families": {"rio": {"datasets": ["concrete", "mine"]}, "qr": {"datasets": ["concrete"]}},
@@ -243,7 +243,7 @@ def test_paper_units_rescale_published_values(tmp_path):
 def test_significance_marks_follow_scipy_paired_tests():
     from scipy import stats
 
-    from uqcal.report.tables import significance_marks
+    from uqcal.pipeline.report.tables import significance_marks
 
     rng = np.random.default_rng(3)
     reference = {s: float(v) for s, v in enumerate(rng.normal(size=12))}

@@ -1,4 +1,4 @@
-"""Builds small results trees in tmp_path with the real artifact writers (uqcal.io) for the report tests."""
+"""Builds small results trees in tmp_path with the real artifact writers (uqcal.core.io) for the report tests."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from uqcal.io import write_json, write_parquet, write_text
-from uqcal.report.results import load_runs, summarise_runs
+from uqcal.core.io import write_json, write_parquet, write_text
+from uqcal.pipeline.report.results import load_runs, summarise_runs
 
 REGISTRY = {
     "ozone": {

@@ -4,7 +4,7 @@ One test per scenario of issue 21's table, on the smoke config. Each works on it
 smoke run (results, records, DVC cache and Snakemake metadata included) and asserts the exact set of jobs
 Snakemake plans, the stages DVC reports as changed (their downstream stages, read off dvc.yaml, are what
 `dvc repro` then runs), and that both equal the set expected from the config and the code independently
-of uqcal.jobs (the registry's `depends_on`, and which modules a job's process imports when it runs).
+of uqcal.pipeline.jobs (the registry's `depends_on`, and which modules a job's process imports when it runs).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from tests.conftest import BIN, GIT, copy_repo, run, snakemake, tool_env
-from uqcal.config import iter_batches, load_config
+from uqcal.pipeline.config import iter_batches, load_config
 
 pytestmark = pytest.mark.slow  # Snakemake and DVC on copies of the smoke run (.ci/run's second pass skips it)
 
@@ -107,7 +107,7 @@ def smoke_jobs(root: Path, family: str, methods: set[str]) -> set[str]:
 
 def with_dependants(root: Path, family: str, methods: set[str]) -> set[str]:
     """``methods`` and the methods built on their runs (the registry's depends_on), transitively."""
-    from uqcal.api import get_entry
+    from uqcal.methods.api import get_entry
 
     configured = load_config(root / SMOKE)["families"][family]["methods"]
     found = set(methods)
@@ -120,7 +120,7 @@ def with_dependants(root: Path, family: str, methods: set[str]) -> set[str]:
 
 def importers(root: Path, family: str, module: str) -> set[str]:
     """Methods of ``family`` whose train process imported ``module`` in the smoke run: what each job's record
-    says its process had in sys.modules at the end (uqcal.jobs.imported_sources), not what uqcal.jobs reads
+    says its process had in sys.modules at the end (uqcal.pipeline.jobs.imported_sources), not what uqcal.pipeline.jobs reads
     off the source."""
     path = "src/" + module.replace(".", "/") + ".py"
     found = set()
@@ -165,7 +165,7 @@ def test_a_fresh_clone_after_pull_reruns_exactly_the_job_whose_parameter_changed
     os.utime(clone / "data/raw/concrete.parquet")
     nothing_to_do(clone)
     # The records travel with the results: the report rebuilt here keeps every job's time and memory.
-    from uqcal.report.provenance import read_job_resources
+    from uqcal.pipeline.report.provenance import read_job_resources
 
     rows = read_job_resources(clone / ".uqcal/records")
     assert len(rows) == len(stage_jobs(clone)) and (rows["cpu_seconds"] > 0).all()
@@ -203,7 +203,7 @@ def test_a_code_change_reruns_every_job_whose_process_imports_the_module(smoke_r
     assert {job for job in plan if job.startswith("train ")} == expected
     assert {job for job in dvc_downstream(root, changed) if job.startswith("train ")} == expected
     assert downstream_of(expected, touched) <= plan
-    # Both tools see the same jobs; bookkeeping steps whose step module can import it (uqcal.jobs counts every
+    # Both tools see the same jobs; bookkeeping steps whose step module can import it (uqcal.pipeline.jobs counts every
     # import its step module or the modules it imports can make) are stale for both.
     assert plan == dvc_downstream(root, changed)
 
@@ -255,7 +255,7 @@ def test_an_identical_split_made_again_leaves_every_job_current(smoke_run, tmp_p
 
 
 def test_every_source_file_a_job_imported_is_in_its_code(smoke_run):
-    # uqcal.jobs reads each job's code off the source (its step's static import closure); the records say what
+    # uqcal.pipeline.jobs reads each job's code off the source (its step's static import closure); the records say what
     # each job's process really imported. A file imported but not in `code` would be a dependency neither
     # Snakemake nor DVC sees.
     records = list((smoke_run / ".uqcal/records").rglob("*.json"))

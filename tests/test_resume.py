@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from uqcal.core.resume import RUN_OUTPUTS, ResumeStore, TrainingCheckpoint
 from uqcal.methods.metareg.episodes import EpisodeData, meta_train
 from uqcal.methods.metareg.metacal import MetaCal
 from uqcal.methods.metareg.synthetic import episode_split, sine_tasks
-from uqcal.resume import RUN_OUTPUTS, ResumeStore, TrainingCheckpoint
 
 torch.set_num_threads(1)
 PARAMS = {**MetaCal.defaults, "epochs": 12, "eval_every": 2, "patience": 100}

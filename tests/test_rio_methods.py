@@ -14,7 +14,7 @@ import torch
 from linear_operator.utils.errors import NotPSDError
 
 from tests.conftest import method_device
-from uqcal.api import RunContext, resolve_params
+from uqcal.methods.api import RunContext, resolve_params
 from uqcal.methods.rio import METHODS
 from uqcal.methods.rio.rio import combined_inputs, fit_and_predict
 from uqcal.methods.rio.svgp import IOKernelSVGP, fit_svgp, io_kernel, predict_svgp
@@ -487,7 +487,7 @@ def test_network_starts_from_keras_glorot_uniform_weights_and_zero_biases():
 def test_rio_coverage_uses_the_papers_z_values():
     # A target 1.647 std from the mean is inside the 90 % interval at RIO's z = 1.65 but outside the exact
     # one (z = 1.6449); likewise 1.0 vs 0.9945 for 68 % and 1.96 vs 1.9600 (equal to 4 digits) for 95 %.
-    from uqcal.evaluation import evaluate_predictions
+    from uqcal.metrics.evaluation import evaluate_predictions
 
     pred = pd.DataFrame({"y": [1.647, 0.997, 0.0], "mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0]})
     rio = evaluate_predictions("rio", pred)
@@ -500,8 +500,8 @@ def test_rio_coverage_uses_the_papers_z_values():
 def test_best_among_ignores_methods_outside_the_list():
     # The NN's NLPD (ours) and the marginal reference are lower than every GP method's here; the paper ranks
     # only its GP methods for NLPD, so RIO must count as best among [rio, svgp] and not best among all.
-    from uqcal.report.claims import HELD, NOT_HELD, ClaimContext, evaluate_claim
-    from uqcal.report.reference import Reference
+    from uqcal.pipeline.reference import Reference
+    from uqcal.pipeline.report.claims import HELD, NOT_HELD, ClaimContext, evaluate_claim
 
     rng = np.random.default_rng(0)
     means = {"nn": 1.0, "marginal": 0.5, "rio": 2.0, "svgp": 3.0}

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 import torch
 
-from uqcal.io import UnsafeArtifactError, load_torch, torch_save
-from uqcal.report.figures import FigureContext, build_calibration_map
-from uqcal.resume import TrainingCheckpoint
+from uqcal.core.io import UnsafeArtifactError, load_torch, torch_save
+from uqcal.core.resume import TrainingCheckpoint
+from uqcal.pipeline.report.figures import FigureContext, build_calibration_map
 
 
 class Payload:

@@ -7,8 +7,7 @@ import pandas as pd
 import pytest
 
 from uqcal.data import Table
-from uqcal.data.validate import DataValidationError
-from uqcal.splits import (
+from uqcal.data.splits import (
     fewshot_split,
     holdout_split,
     initial_design_split,
@@ -17,6 +16,7 @@ from uqcal.splits import (
     sample_fewshot_episode,
     sample_task_episodes,
 )
+from uqcal.data.validate import DataValidationError
 
 
 def multitask_table(n_tasks=20, rows_per_task=70) -> Table:

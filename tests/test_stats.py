@@ -1,4 +1,4 @@
-"""uqcal.stats against hand-computed statistics and scipy."""
+"""uqcal.metrics.stats against hand-computed statistics and scipy."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from uqcal import stats as S
+from uqcal.metrics import stats as S
 
 
 def test_paired_ttest_hand():

@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, tool_env
-from uqcal.config import ConfigError, batch_job, dataset_job, prepare_config, split_batch_job
 from uqcal.data import load_table, materialise
 from uqcal.data.errors import DataSourceError
+from uqcal.data.splits import make_split
 from uqcal.data.validate import DataValidationError, partition_sizes
-from uqcal.splits import make_split
+from uqcal.pipeline.config import ConfigError, batch_job, dataset_job, prepare_config, split_batch_job
 
 
 def spec_for(path, **extra) -> dict:
@@ -250,7 +250,7 @@ def test_validate_config_command_exits_2_with_the_message(tmp_path, smoke_raw):
     cfg["dataset_registry"] = [str(REPO / p) for p in cfg["dataset_registry"]]
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    proc = subprocess.run([sys.executable, "-m", "uqcal", "validate-config", "--config", str(path)], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "uqcal.cli", "validate-config", "--config", str(path)], cwd=REPO,
                           env=tool_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
     assert "min_task_size: 20 < n_support + n_query" in proc.stderr

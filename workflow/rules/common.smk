@@ -1,10 +1,10 @@
-# Shared set-up: validate the config, build the run plan, and write each job's spec (uqcal.jobs).
+# Shared set-up: validate the config, build the run plan, and write each job's spec (uqcal.pipeline.jobs).
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from uqcal import jobs as J
-from uqcal.config import ConfigError, prepare_config
+from uqcal.pipeline import jobs as J
+from uqcal.pipeline.config import ConfigError, prepare_config
 
 CONFIG_FILE = (
     str(workflow.overwrite_configfiles[-1]) if workflow.overwrite_configfiles else "config/config.yaml"
@@ -22,7 +22,7 @@ PLAN = J.plan(UQ)
 JOBS = {(job.rule, job.key): job for job in PLAN}
 
 # Who decides what is stale (docs/ARCHITECTURE.md): each job's record against what the job is made from
-# now (uqcal.jobs). A stale job's spec is dated now; current specs and records are dated 1970 and data
+# now (uqcal.pipeline.jobs). A stale job's spec is dated now; current specs and records are dated 1970 and data
 # inputs are ancient (job_inputs), so file dates from git, `dvc pull` or `dvc checkout` decide nothing,
 # and `rerun-triggers: mtime` in the profiles keeps .snakemake/metadata (absent in a fresh clone) out too.
 for _job, _reason in J.refresh_specs(UQ, CONFIG_FILE, PLAN).items():
@@ -61,7 +61,7 @@ def job_inputs(rule):
     The artifacts are `ancient`: their dates never make a job stale (after `dvc pull` they are arbitrary).
     The spec's date says whether the job itself is stale; an upstream record links the job to an upstream
     job, so that when Snakemake reruns that job it reruns this one too. Records and current specs are
-    dated 1970 (uqcal.jobs.refresh_specs), so only a stale spec is ever newer than a job's outputs.
+    dated 1970 (uqcal.pipeline.jobs.refresh_specs), so only a stale spec is ever newer than a job's outputs.
     """
 
     def inputs(w):
@@ -77,7 +77,7 @@ def job_inputs(rule):
 
 
 def train_resource(w, key):
-    """families.<f>.resources, overridden per dataset, then per method (uqcal.jobs.resources)."""
+    """families.<f>.resources, overridden per dataset, then per method (uqcal.pipeline.jobs.resources)."""
     return J.resources(UQ, w.family, w.dataset, w.method).get(key)
 
 

@@ -1,4 +1,4 @@
-# Reports: HTML + Markdown tables, figures and provenance under reports/ (uqcal.report).
+# Reports: HTML + Markdown tables, figures and provenance under reports/ (uqcal.pipeline.report).
 # `snakemake --report report.html` embeds each family's figures (category = family, subcategory = dataset)
 # and table fragments; captions live in workflow/report/.
 

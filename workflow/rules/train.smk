@@ -6,7 +6,7 @@
 # a cluster run submits hundreds of sbatch jobs instead of tens of thousands (issue 9, "Load"); declaring
 # the method folder as one directory output also keeps `snakemake -n` on the paper protocols fast.
 # Seeds that an interrupted job finished are restored on rerun, and long training resumes from its last
-# checkpoint (uqcal.resume).
+# checkpoint (uqcal.core.resume).
 
 
 rule train:
@@ -19,7 +19,7 @@ rule train:
         "logs/train/{family}/{dataset}/{setting}/{method}.log",
     conda:
         "../envs/uqcal.yaml"
-    # families.<f>.resources -> resources.per_dataset.<d> -> resources.per_method.<m> (uqcal.jobs.resources);
+    # families.<f>.resources -> resources.per_dataset.<d> -> resources.per_method.<m> (uqcal.pipeline.jobs.resources);
     # cpus is the rule's threads, so sbatch gets --cpus-per-task (or --cpus-per-gpu with gpu > 0).
     threads: lambda w: train_resource(w, "cpus")
     # resources.priority (the longest jobs first, so that a run does not end on one long job with a core

@@ -18,7 +18,7 @@ import pandas as pd
 
 from uqcal.data.errors import DataSourceError
 from uqcal.data.validate import check_frame
-from uqcal.io import write_json, write_parquet
+from uqcal.core.io import write_json, write_parquet
 
 __all__ = [
     "SOURCE_MODULES",

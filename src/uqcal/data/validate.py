@@ -3,7 +3,7 @@
 Three places, from cheapest to latest:
 
 - :func:`config_problems` (``uqcal validate-config`` and the workflow's start, through
-  ``uqcal.config.check_semantics``): what the config alone decides -- column roles, the ``missing`` policy,
+  ``uqcal.pipeline.config.check_semantics``): what the config alone decides -- column roles, the ``missing`` policy,
   reshape recipes, split parameters (``min_task_size`` >= N_S + N_Q, fractions that leave no part empty).
 - :func:`check_frame` (``uqcal materialise``): what needs the data -- missing values (``missing: error``
   by default, or ``drop`` with the rows counted in the provenance record), a text or constant target,
@@ -315,7 +315,7 @@ def check_frame(name: str, spec: dict, frame: pd.DataFrame) -> tuple[pd.DataFram
 
 # --------------------------------------------------------------------------------- at the split
 def partition_sizes(n: int, fractions) -> list[int]:
-    """Sizes of the (train, val, test) parts of ``n`` items, as ``uqcal.splits`` cuts them: rounded
+    """Sizes of the (train, val, test) parts of ``n`` items, as ``uqcal.data.splits`` cuts them: rounded
     fractions, then every part with a positive fraction given at least one item (taken from the largest
     part) where there are enough items."""
     fractions = np.asarray(fractions, dtype=float)

@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from uqcal.api import Method, RunContext
+from uqcal.methods.api import Method, RunContext
 
 __all__ = ["MarginalGaussian", "RandomSearch", "UniformClassifier"]
 
@@ -98,7 +98,7 @@ class RandomSearch(Method):
     cpu_only = True
 
     def train(self, ctx: RunContext) -> None:
-        from uqcal.objectives import get_objective
+        from uqcal.data.objectives import get_objective
 
         split = ctx.load_split()
         objective = get_objective(ctx.dataset_spec["source"])

@@ -367,7 +367,7 @@ def render_preview(path: str | Path, *, n_classes: int = 24, n_examples: int = 1
     """Save a PNG grid: one row per class (script-diverse), one column per example."""
     import matplotlib.pyplot as plt
 
-    from uqcal.io import atomic_path
+    from uqcal.core.io import atomic_path
 
     params = _validate({"examples_per_class": n_examples, "max_classes": n_classes}, seed)
     frame, _ = generate(params)

@@ -279,7 +279,7 @@ def cnn_test_error(config: dict, arrays, options: dict) -> float:
     import torch
     import torch.nn.functional as F
 
-    from uqcal.device import resolve_device
+    from uqcal.core.device import resolve_device
 
     X_train, y_train, X_test, y_test = arrays
     device = resolve_device(str(options["device"]))

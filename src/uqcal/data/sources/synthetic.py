@@ -1,4 +1,4 @@
-"""`synthetic` source: the analytic optimisation objectives of `uqcal.objectives`.
+"""`synthetic` source: the analytic optimisation objectives of `uqcal.data.objectives`.
 
 The objective itself is code; what is materialised in ``data/raw/<name>.parquet`` is a small frame that
 describes it (one row per dimension: name, kind, lower, upper, optimum value, a minimiser) so that every
@@ -11,7 +11,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from uqcal.objectives import describe, get_objective
+from uqcal.data.objectives import Objective, describe, get_objective, make_synthetic
+
+
+def make_objective(spec: dict, *, cache_dir=None) -> Objective:
+    """The objective of a ``{type: synthetic, objective, dim?}`` entry (``uqcal.data.objectives.get_objective``)."""
+    if "objective" not in spec:
+        raise ValueError(f"synthetic source needs 'objective': {spec!r}")
+    unknown = set(spec) - {"type", "objective", "dim"}
+    if unknown:
+        raise ValueError(f"synthetic source: unknown key(s) {sorted(unknown)}")
+    return make_synthetic(spec["objective"], spec.get("dim"))
 
 
 def load(spec: dict, *, name: str, cache_dir: Path, seed: int = 0) -> tuple[pd.DataFrame, dict]:

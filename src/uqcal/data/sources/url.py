@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from uqcal import io as uio
+from uqcal.core import io as uio
 from uqcal.data import readers
 from uqcal.data.errors import DataSourceError, check_source_keys
 

@@ -8,8 +8,8 @@ it replaces the spine's reference `uqcal.methods.reference:RandomSearch` for thi
 quantile for UCB, moment-matched Gaussian for EI/PI). Each ablation changes one or two of those parts.
 """
 
-from uqcal._lazy import lazy_getattr
-from uqcal.api import MethodEntry
+from uqcal.core.lazy import lazy_getattr
+from uqcal.methods.api import MethodEntry
 
 _BO = "uqcal.methods.bo.calibrated:CalibratedBO"
 
@@ -30,7 +30,7 @@ METHODS: dict[str, MethodEntry] = {
     "calibrated_timeseries": MethodEntry(_BO, overrides={"calibrate": True, "pit_mode": "timeseries"}),
 }
 
-# Public names (imported when used: uqcal._lazy); everything else in this package is internal.
+# Public names (imported when used: uqcal.core.lazy); everything else in this package is internal.
 _PUBLIC = {
     "CalibratedBO": "uqcal.methods.bo.calibrated:CalibratedBO",
     "RandomSearchBO": "uqcal.methods.bo.calibrated:RandomSearchBO",

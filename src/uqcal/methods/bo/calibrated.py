@@ -31,13 +31,13 @@ import pandas as pd
 import torch
 from scipy.stats import norm
 
-from uqcal.api import Method, RunContext
-from uqcal.gp.failures import FitFailures
+from uqcal.core.gp.failures import FitFailures
+from uqcal.data.objectives import Objective, get_objective
+from uqcal.methods.api import Method, RunContext
 from uqcal.methods.bo.acquisition import ACQUISITIONS, CALIBRATED_ACQ_MODES, CalibratedAcquisition
 from uqcal.methods.bo.recalibration import RECALIBRATORS, RecalibrationMap, fit_recalibration
 from uqcal.methods.bo.surrogate import KERNELS, PIT_MODES, fit_gp, heldout_pit
 from uqcal.metrics import calibration_score as shared_calibration_score
-from uqcal.objectives import Objective, get_objective
 
 SETTING_KEYS = {"acquisition", "budget", "n_init", "target_tol", "initial_design", "initial_box", "stuck_above",
                 "datasets"}
@@ -157,7 +157,7 @@ def bo_metrics(predictions: pd.DataFrame, objective: Objective, target_tol: floa
     paper_sum = calibration_score(used, reduce="sum")
     if np.isfinite(paper_sum):
         metrics["cal_score_sum"] = paper_sum  # the paper's sum over the same 19 levels
-    return metrics  # timings (recal_seconds, iteration_seconds) are in train_stats.json: uqcal.api.is_timing_key
+    return metrics  # timings (recal_seconds, iteration_seconds) are in train_stats.json: uqcal.methods.api.is_timing_key
 
 
 class RandomSearchBO(_BOBase):
@@ -279,7 +279,7 @@ class CalibratedBO(_BOBase):
                                  recal_seconds=recal_seconds, iteration_seconds=time.perf_counter() - start))
         predictions = pd.DataFrame(rows)
         if snapshots:
-            from uqcal.io import write_parquet
+            from uqcal.core.io import write_parquet
 
             write_parquet(ctx.run_dir / "snapshots.parquet", pd.concat(snapshots, ignore_index=True))
         state = {"objective": objective.name, "train_x": u, "train_y": y,

@@ -7,7 +7,7 @@ so that the acquisition functions can evaluate R(p) and R^-1(p) in torch with gr
 - ``gp`` (default, the paper's: Sec. 5, "we use another GP as our recalibrator model R"): a GP regression
   (``surrogate.fit_gp``: RBF, standardised targets, ML-II) of P_hat(F_t) on F_t with the endpoints (0, 0)
   and (1, 1) added, its posterior mean made monotone by a running maximum and rescaled onto [0, 1].
-- ``isotonic`` (ablation): ``uqcal.calibration.IsotonicRecalibrator`` (Kuleshov et al.'s choice) with the
+- ``isotonic`` (ablation): ``uqcal.core.calibration.IsotonicRecalibrator`` (Kuleshov et al.'s choice) with the
   endpoints pinned.
 - Identity while fewer than ``min_points`` PIT values exist.
 
@@ -28,8 +28,8 @@ import torch
 from scipy.stats import norm
 from sklearn.isotonic import IsotonicRegression  # imported here so recal_seconds excludes import time
 
-try:  # the shared building block (uqcal.calibration on main)
-    from uqcal.calibration import IsotonicRecalibrator
+try:  # the shared building block (uqcal.core.calibration on main)
+    from uqcal.core.calibration import IsotonicRecalibrator
 except ImportError:  # pragma: no cover - older checkouts
     IsotonicRecalibrator = None
 

@@ -1,7 +1,7 @@
 """Methods of the `fewshot` family (MD-BFSC, Ke, Cao & Zhou). One module per method; see docs/fewshot.md."""
 
-from uqcal._lazy import lazy_getattr
-from uqcal.api import MethodEntry
+from uqcal.core.lazy import lazy_getattr
+from uqcal.methods.api import MethodEntry
 
 _MD = "uqcal.methods.fewshot.md:MirrorDescentGP"
 
@@ -28,7 +28,7 @@ METHODS: dict[str, MethodEntry] = {
     "md_steps7": MethodEntry(_MD, overrides={"steps_train": 7}),
 }
 
-# Public names (imported when used: uqcal._lazy); everything else in this package is internal.
+# Public names (imported when used: uqcal.core.lazy); everything else in this package is internal.
 _PUBLIC = {
     "MirrorDescentGP": "uqcal.methods.fewshot.md:MirrorDescentGP",
     "DKT": "uqcal.methods.fewshot.dkt:DKT",

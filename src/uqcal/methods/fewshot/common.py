@@ -18,8 +18,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from uqcal.api import Method, RunContext
-from uqcal.gp.linalg import JitterCounter
+from uqcal.core.gp.linalg import JitterCounter
+from uqcal.methods.api import Method, RunContext
 
 from .gp_core import mc_softmax
 from .recalibration import Recalibration
@@ -63,7 +63,7 @@ class EpisodeData:
         self.image_size = int(images.shape[-1])
 
     def class_rows(self, classes) -> dict:
-        from uqcal.splits import class_rows
+        from uqcal.data.splits import class_rows
 
         rows = class_rows(self.y.astype(str))
         missing = [c for c in classes if str(c) not in rows]
@@ -196,7 +196,7 @@ class EpisodicMethod(Method):
     def meta_train(self, model, data: EpisodeData, split: dict, ctx: RunContext) -> dict:
         """Adam on the method's episode loss; every `val_every` episodes the validation accuracy, and the
         model with the best one is kept (the authors' best-validation checkpoint, train.py)."""
-        from uqcal.splits import sample_fewshot_episode
+        from uqcal.data.splits import sample_fewshot_episode
 
         split_params = ctx.family_params.get("split", {}) or {}
         n_query_train = int(split_params.get("n_query_train", 16))

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from uqcal.gp.linalg import psd_safe_cholesky
+from uqcal.core.gp.linalg import psd_safe_cholesky
 
 from .backbones import build_backbone
 from .common import Episode, EpisodicMethod

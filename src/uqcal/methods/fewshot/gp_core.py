@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from uqcal.gp.linalg import JitterCounter, psd_safe_cholesky
+from uqcal.core.gp.linalg import JitterCounter, psd_safe_cholesky
 
 KERNELS = ("cosine", "rbf", "polynomial")
 SAMPLING = ("marginal", "full_covariance")

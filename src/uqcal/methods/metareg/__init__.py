@@ -3,8 +3,8 @@
 Every variant/ablation is a MethodEntry override of one class; docs/metareg.md explains each.
 """
 
-from uqcal._lazy import lazy_getattr
-from uqcal.api import MethodEntry
+from uqcal.core.lazy import lazy_getattr
+from uqcal.methods.api import MethodEntry
 
 _METACAL = "uqcal.methods.metareg.metacal:MetaCal"
 _SINGLE = "uqcal.methods.metareg.neural:SingleTaskNet"
@@ -63,7 +63,7 @@ for _suffix, _lam in _LAMBDAS.items():
 for _n_tasks in (5, 10, 20, 40, 80, 160):
     METHODS[f"metacal_t{_n_tasks}"] = MethodEntry(_METACAL, overrides={"max_train_tasks": _n_tasks})
 
-# Public names (imported when used: uqcal._lazy); everything else in this package is internal.
+# Public names (imported when used: uqcal.core.lazy); everything else in this package is internal.
 _PUBLIC = {
     "MetaCal": "uqcal.methods.metareg.metacal:MetaCal",
     "DeepKernelGP": "uqcal.methods.metareg.metacal:DeepKernelGP",

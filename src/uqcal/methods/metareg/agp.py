@@ -10,7 +10,7 @@ import time
 import gpytorch
 import torch
 
-from uqcal.gp.exact import batched_cholesky, batched_gp_posterior
+from uqcal.core.gp.exact import batched_cholesky, batched_gp_posterior
 from uqcal.methods.metareg.episodes import Episodes, MetaRegMethod
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from uqcal.api import Method, RunContext
+from uqcal.methods.api import Method, RunContext
 
 QUANTILE_LEVELS = (0.025, 0.05, 0.16, 0.84, 0.95, 0.975)
 

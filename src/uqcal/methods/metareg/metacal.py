@@ -14,8 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from uqcal.calibration_gmm import invert_monotone, mixed_map, mixed_map_density
-from uqcal.gp.exact import batched_gp_posterior, squared_distances
+from uqcal.core.gp.exact import batched_gp_posterior, squared_distances
 from uqcal.methods.metareg.episodes import (
     QUANTILE_LEVELS,
     EpisodeData,
@@ -25,6 +24,7 @@ from uqcal.methods.metareg.episodes import (
     feedforward,
     gaussian_nll_per_episode,
 )
+from uqcal.methods.metareg.gmm_cdf import invert_monotone, mixed_map, mixed_map_density
 
 
 def _inverse_softplus(value: float) -> float:

@@ -1,8 +1,8 @@
 """Methods of the `qr` family (quantile regularisation; docs/qr.md). One module per method; variants and
 ablations are config-free entries with fixed overrides."""
 
-from uqcal._lazy import lazy_getattr
-from uqcal.api import MethodEntry
+from uqcal.core.lazy import lazy_getattr
+from uqcal.methods.api import MethodEntry
 
 _DVI = "uqcal.methods.qr.dvi:DropoutVI"
 _DE = "uqcal.methods.qr.ensemble:DeepEnsemble"
@@ -45,7 +45,7 @@ for _base in ("dvi", "de"):
 METHODS["de_paper"] = MethodEntry(_DE, overrides={"lam": 0.0, "adversarial": "fgsm"})
 METHODS["de_qr_paper"] = MethodEntry(_DE, overrides={"lam": _LAMBDA["de"], "adversarial": "fgsm"})
 
-# Public names (imported when used: uqcal._lazy); everything else in this package is internal.
+# Public names (imported when used: uqcal.core.lazy); everything else in this package is internal.
 _PUBLIC = {
     "DropoutVI": "uqcal.methods.qr.dvi:DropoutVI",
     "DeepEnsemble": "uqcal.methods.qr.ensemble:DeepEnsemble",

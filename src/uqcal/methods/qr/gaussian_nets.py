@@ -16,8 +16,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from uqcal.api import Method, RunContext
-from uqcal.calibration_entropy import QuantileRegularizer, gaussian_nll, gaussian_pit
+from uqcal.methods.api import Method, RunContext
+from uqcal.methods.qr.entropy import QuantileRegularizer, gaussian_nll, gaussian_pit
 
 VARIANCE_RULES = ("mixture", "authors")
 ADVERSARIAL = ("none", "fgsm", "fgsm_authors")
@@ -251,7 +251,7 @@ def batch_spacing_k(p: dict, n_train: int) -> int:
     with n the batch size (Sec. 5.2: "k = sqrt(n) ... where n is the batch size"; the authors' trainer takes one
     fixed ``spacing``), i.e. min(batch_size, n_train). A last, smaller minibatch keeps this k (the estimator
     clips it to its size - 1)."""
-    from uqcal.calibration_entropy import spacing_k
+    from uqcal.methods.qr.entropy import spacing_k
 
     n = min(int(p["batch_size"]), n_train)
     return spacing_k(n, p["k"], p["k_multiplier"]) if n >= 2 else 1

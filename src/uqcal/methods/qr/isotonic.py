@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from uqcal.api import Method, RunContext
-from uqcal.io import load_torch
+from uqcal.core.io import load_torch
+from uqcal.methods.api import Method, RunContext
 from uqcal.methods.qr.recalibration import StandardisedRecalibration, isotonic_knots
 
 QUANTILE_LEVELS = (0.025, 0.05, 0.16, 0.84, 0.95, 0.975)

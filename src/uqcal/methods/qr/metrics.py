@@ -1,6 +1,6 @@
 """The qr family's metric set: ce (QR's CE), rmse, nll (original units), ece, sharpness, crps.
 
-The default regression evaluator (uqcal.evaluation) computes all of them from the predictions schema; this
+The default regression evaluator (uqcal.metrics.evaluation) computes all of them from the predictions schema; this
 adds the paper's name ``nll`` for the mean negative log density and the isotonic diagnostics stored in
 train_stats.json (merged by ``Method.evaluate``).
 """

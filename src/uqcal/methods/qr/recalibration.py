@@ -25,12 +25,12 @@ def isotonic_knots(pit: np.ndarray, endpoint_fix: bool = False) -> tuple[np.ndar
     Recalibration data: (0, 0) and (c_(i), i/m) (App. B.1: C = [0, c(1), ..., c(m)], so below c_(1) the
     density is f / (m c_(1)), Eq. 10) — or, with ``endpoint_fix``, (c_(i), i/(m+1)) plus (1, 1) (Sec. 3),
     so the support is not truncated. The fit is scikit-learn's IsotonicRegression (PAVA, Eq. 2), through
-    ``uqcal.calibration.IsotonicRecalibrator``.
+    ``uqcal.core.calibration.IsotonicRecalibrator``.
     """
     pit = np.asarray(pit, dtype=float).ravel()
     if pit.size < 2 or not np.all(np.isfinite(pit)) or pit.min() < 0 or pit.max() > 1:
         raise ValueError(f"recalibration PITs must be >= 2 finite values in [0, 1], got {pit.size} values")
-    from uqcal.calibration import IsotonicRecalibrator
+    from uqcal.core.calibration import IsotonicRecalibrator
 
     # Pins (0, 0) and (1, 1). With levels i/m the map already reaches 1 at c_(m), so (1, 1) changes nothing
     # and the support stays truncated at F^-1(c_(m)) exactly as in the paper (App. B.2); levels i/(m+1)

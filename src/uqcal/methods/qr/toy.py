@@ -96,7 +96,7 @@ def isotonic_toy_figure(out_path: str | Path, seed: int = 0) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from uqcal.io import atomic_path
+    from uqcal.core.io import atomic_path
 
     fig, toy = draw_isotonic_toy(seed)
     out_path = Path(out_path)

@@ -5,8 +5,8 @@ method reuses the network of `nn` from the same run (depends_on). `rio_ys` is ou
 reads the standardised network output instead of the raw one (the authors' code feeds raw y_hat).
 """
 
-from uqcal._lazy import lazy_getattr
-from uqcal.api import MethodEntry
+from uqcal.core.lazy import lazy_getattr
+from uqcal.methods.api import MethodEntry
 
 _GP = "uqcal.methods.rio.rio:ResidualIOGP"
 
@@ -24,7 +24,7 @@ METHODS: dict[str, MethodEntry] = {
     "svgp": MethodEntry(_GP, overrides={"target": "y", "kernel_inputs": "i"}, depends_on="nn"),
 }
 
-# Public names (imported when used: uqcal._lazy); everything else in this package is internal.
+# Public names (imported when used: uqcal.core.lazy); everything else in this package is internal.
 _PUBLIC = {
     "RioNetwork": "uqcal.methods.rio.network:RioNetwork",
     "ResidualIOGP": "uqcal.methods.rio.rio:ResidualIOGP",

@@ -19,9 +19,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-from uqcal.api import Method
+from uqcal.core.nn import mlp
+from uqcal.methods.api import Method
 from uqcal.methods.rio.common import apply_per_dataset, load_holdout
-from uqcal.nn import mlp
 
 RMSPROP_ALPHA, RMSPROP_EPS = 0.9, 1e-7  # Keras RMSprop(0.001): rho 0.9, epsilon 1e-7
 

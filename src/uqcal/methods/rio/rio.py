@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from uqcal.api import Method
+from uqcal.methods.api import Method
 from uqcal.methods.rio.common import apply_per_dataset, load_holdout
 from uqcal.methods.rio.network import load_network, network_predict
 from uqcal.methods.rio.svgp import KERNEL_INPUTS, fit_svgp

@@ -1,0 +1,165 @@
+"""The `uqcal` command line: one subcommand per pipeline step. Snakemake and DVC rules call only this.
+
+A pipeline step takes either ``--spec FILE`` (the job's spec, written by the Snakefile: the resolved slice
+of config it runs from and the code it depends on; see uqcal.pipeline.jobs) or ``--config FILE`` plus the wildcards
+(for DVC and people); both run the same job and leave the same record. This module imports no step: a
+step's module (uqcal.pipeline.steps.<step>) is imported when that step runs, so a job pays for its own imports only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+import time
+
+LOG = logging.getLogger("uqcal")
+
+# command -> "module:function" under uqcal, imported only when the command runs (and written without the
+# "uqcal." prefix so that uqcal.pipeline.jobs, which reads import names off the source, does not count them as imports)
+COMMANDS = {
+    "materialise": "steps.materialise:run",
+    "split": "steps.split:run",
+    "train": "steps.train:run",
+    "evaluate": "steps.train:evaluate",
+    "aggregate": "steps.aggregate:run",
+    "report": "steps.report:run",
+    "dvc-sync": "commands:dvc_sync",
+    "validate-config": "commands:validate_config",
+    "runs": "commands:runs",
+}
+STEPS = ("materialise", "split", "train", "evaluate", "aggregate", "report")  # the pipeline's jobs
+
+
+def _setup_logging(verbose: bool = False) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _add_job_args(parser: argparse.ArgumentParser, *wildcards: str) -> None:
+    parser.add_argument("--config", help="config file (default: config/config.yaml)")
+    parser.add_argument("--spec", help="the job's spec file, as the Snakefile writes it (.uqcal/specs/...)")
+    for name in wildcards:
+        parser.add_argument(f"--{name}", type=int if name == "seed" else str)
+
+
+def _need(args, *names) -> None:
+    missing = [n for n in names if getattr(args, n) is None]
+    if missing and not getattr(args, "spec", None):
+        raise SystemExit(f"uqcal {args.command}: missing --{' --'.join(missing)} (or pass --spec)")
+
+
+# ------------------------------------------------------------------------------------------ parser
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="uqcal", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--data-dir", default="data", help="data root (default: data)")
+    parser.add_argument("--results-dir", default="results", help="results root (default: results)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("materialise", help="fetch/build one dataset into data/raw/<name>.parquet + .json",
+                       description="Fetch (download, with checksum) or build one registry dataset and write "
+                       "data/raw/<name>.parquet with its provenance record data/raw/<name>.json.")
+    p.add_argument("dataset", nargs="?")
+    _add_job_args(p)
+
+    p = sub.add_parser("split", help="make task splits / episode sets under data/splits/ (all seeds, or --seed)",
+                       description="Write data/splits/<family>/<dataset>/<setting>/seed<k>.json: tasks, "
+                       "folds, class splits or BO initial designs, deterministic given the seed.")
+    _add_job_args(p, "family", "dataset", "setting", "seed")
+    p.add_argument("--out", help="with --seed: write the split here")
+
+    p = sub.add_parser("train", help="train and evaluate a method's runs (all seeds, or one with --seed)",
+                       description="Train each seed of (family, dataset, setting, method) into "
+                       "results/<family>/<dataset>/<setting>/<method>/seed<k>/ (model.pt, predictions.parquet, "
+                       "train_stats.json) and score it (metrics.json). Seeds an interrupted run finished are "
+                       "restored, and long training resumes from its last checkpoint (results/.resume/).")
+    _add_job_args(p, "family", "dataset", "setting", "method", "seed")
+    p.add_argument("--no-evaluate", action="store_true", help="train only; do not write metrics.json")
+
+    p = sub.add_parser("evaluate", help="recompute metrics.json for trained runs",
+                       description="Recompute the family's metrics for trained runs (all seeds, or one with "
+                       "--seed) from their predictions and train stats, and write metrics.json.")
+    _add_job_args(p, "family", "dataset", "setting", "method", "seed")
+
+    p = sub.add_parser("aggregate", help="aggregate a family's metrics.json files into summary.csv",
+                       description="Write results/<family>/summary.csv (dataset,setting,method,metric,mean,std,n) "
+                       "aggregated over seeds.")
+    _add_job_args(p, "family")
+    p.add_argument("--out")
+
+    p = sub.add_parser("report", help="write reports/ (HTML + Markdown tables, figures, provenance)",
+                       description="Build reports/index.html and one page per family from results/.")
+    _add_job_args(p)
+    p.add_argument("--out", default="reports")
+    p.add_argument("--jobs", type=int, default=1, help="families built in parallel (default: 1)")
+
+    p = sub.add_parser("dvc-sync", help="write dvc.yaml for a config (and `dvc commit` finished outputs)",
+                       description="Generate dvc.yaml from the same run plan as the Snakefile; with --commit, "
+                       "record the outputs of a finished run in dvc.lock and the DVC cache.")
+    p.add_argument("--config")
+    p.add_argument("--commit", action="store_true")
+
+    p = sub.add_parser("validate-config", help="validate a config file and count its runs")
+    p.add_argument("--config")
+
+    p = sub.add_parser("runs", help="list the planned run directories")
+    p.add_argument("--config")
+    p.add_argument("--family")
+    return parser
+
+
+_WILDCARDS = {"materialise": ("dataset",), "split": ("family", "dataset", "setting"),
+              "train": ("family", "dataset", "setting", "method"), "evaluate": ("family", "dataset", "setting", "method"),
+              "aggregate": ("family",), "report": ()}
+
+
+def _run(args) -> int:
+    if args.command in _WILDCARDS:
+        _need(args, *_WILDCARDS[args.command])
+    module, _, function = COMMANDS[args.command].partition(":")
+    return getattr(importlib.import_module(f"uqcal.pipeline.{module}"), function)(args)
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors that mean bad input (message, exit status 2) rather than a bug (traceback).
+
+    Taken from the modules that define them only if the step imported them: importing uqcal.data just to
+    name its error class would cost a bookkeeping step pandas' start-up.
+    """
+    found = []
+    for module, name in (("uqcal.pipeline.config", "ConfigError"), ("uqcal.data.errors", "DataSourceError")):
+        cls = getattr(sys.modules.get(module), name, None)
+        if cls is not None:
+            found.append(cls)
+    return tuple(found)
+
+
+def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args.started = started
+    _setup_logging(args.verbose)
+    try:
+        return _run(args)
+    except Exception as exc:
+        if isinstance(exc, _user_errors()):
+            print(f"uqcal {args.command}: error: {exc}", file=sys.stderr)
+            return 2
+        raise
+    finally:
+        if args.command in STEPS:
+            from uqcal.pipeline.jobs import resource_usage
+
+            usage = resource_usage(started)
+            LOG.info("uqcal %s: %.1f s wall, %.1f s CPU, peak RSS %.0f MB", args.command, usage["wall_seconds"],
+                     usage["cpu_seconds"], usage["max_rss_mb"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

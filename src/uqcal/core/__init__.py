@@ -1,0 +1,7 @@
+"""Shared building blocks, the bottom layer: ``io`` (atomic writes, JSON), ``device`` (torch device choice),
+``resume`` (crash-resume of a batch, training checkpoints), ``calibration`` (recalibration maps shared by
+families), ``nn`` (small torch helpers), ``gp`` (exact GP algebra) and ``lazy`` (lazy public names of a
+package). It imports no other uqcal layer.
+"""
+
+__all__: list[str] = []

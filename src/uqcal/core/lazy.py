@@ -1,0 +1,28 @@
+"""Lazy public names of a package: ``from uqcal.methods.rio import ResidualIOGP`` imports the method's module
+only when the name is used, so that a pipeline job that imports a family's ``METHODS`` table imports (and
+depends on: uqcal.pipeline.jobs.source_files) only the method it runs.
+
+Targets are ``"module:name"`` strings, as in ``uqcal.methods.api.MethodEntry``, which the static import closure of
+uqcal.pipeline.jobs does not follow.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+
+def lazy_getattr(package: str, targets: dict[str, str]) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+    """``(__getattr__, __dir__)`` for a package whose public names ``targets`` maps to ``"module:name"``."""
+
+    def __getattr__(name: str) -> object:
+        target = targets.get(name)
+        if target is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module, _, attr = target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def __dir__() -> list[str]:
+        return sorted({*vars(importlib.import_module(package)), *targets})
+
+    return __getattr__, __dir__

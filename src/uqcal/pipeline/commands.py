@@ -1,0 +1,43 @@
+"""`uqcal dvc-sync`, `uqcal validate-config`, `uqcal runs`: commands around the pipeline, not steps of it."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+LOG = logging.getLogger("uqcal")
+
+
+def dvc_sync(args) -> int:
+    from uqcal.pipeline.config import load_config, repo_root_for
+    from uqcal.pipeline.dvc import dvc_commit, write_dvc_yaml
+
+    config_path = args.config or "config/config.yaml"
+    root = repo_root_for(config_path)
+    # dvc.yaml must name the config relative to the repository, or a clone elsewhere sees every stage changed.
+    relative = Path(config_path).resolve()
+    if relative.is_relative_to(root.resolve()):
+        config_path = relative.relative_to(root.resolve()).as_posix()
+    path = write_dvc_yaml(load_config(args.config or "config/config.yaml"), config_path, root)
+    LOG.info("wrote %s", path)
+    if args.commit:
+        dvc_commit(root)
+        LOG.info("dvc commit done: outputs recorded in dvc.lock and the DVC cache")
+    return 0
+
+
+def validate_config(args) -> int:
+    from uqcal.pipeline.config import iter_runs, load_config
+
+    config = load_config(args.config or "config/config.yaml")
+    runs = list(iter_runs(config))
+    print(f"{args.config or 'config/config.yaml'}: valid; {len(runs)} runs over {len(config['families'])} families")
+    return 0
+
+
+def runs(args) -> int:
+    from uqcal.pipeline.config import iter_runs, load_config
+
+    for run in iter_runs(load_config(args.config or "config/config.yaml"), [args.family] if args.family else None):
+        print(run.run_dir)
+    return 0

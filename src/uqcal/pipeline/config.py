@@ -1,0 +1,410 @@
+"""Configuration: loading, the dataset registry, validation, and the run plan.
+
+The same functions serve the Snakefile (which passes each job its resolved slice of the config) and the
+command line (`uqcal ... --config FILE`), so both see exactly the same jobs.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from uqcal.methods.api import FAMILIES, get_entry, method_table, resolve_params
+
+DATASET_KINDS = {
+    "metareg": "multitask_regression",
+    "rio": "single_task_regression",
+    "qr": "single_task_regression",
+    "fewshot": "fewshot_classification",
+    "bo": "optimisation_objective",
+}
+SCHEMA_RELPATH = Path("workflow/schemas/config.schema.yaml")
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message names the offending key path."""
+
+
+def repo_root_for(config_path: str | Path | None = None) -> Path:
+    """The repository root: the nearest ancestor of the config (or cwd) holding the workflow schema."""
+    start = Path(config_path).resolve().parent if config_path else Path.cwd()
+    for candidate in [start, *start.parents]:
+        if (candidate / SCHEMA_RELPATH).exists():
+            return candidate
+    return Path.cwd()
+
+
+def load_yaml(path: str | Path) -> Any:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"config file not found: {path}")
+    with path.open() as fh:
+        return yaml.safe_load(fh) or {}
+
+
+def load_config(path: str | Path, root: Path | None = None) -> dict:
+    """Read, validate and resolve a config file (dataset registry merged in)."""
+    config = load_yaml(path)
+    return prepare_config(config, root or repo_root_for(path))
+
+
+def prepare_config(config: dict, root: Path | None = None) -> dict:
+    """Validate ``config`` and return a copy whose ``datasets`` holds the merged registry."""
+    root = root or repo_root_for()
+    validate_schema(config, root)
+    config = copy.deepcopy(config)
+    registry: dict[str, Any] = {}
+    for rel in config.get("dataset_registry", ["config/datasets.yaml"]):
+        path = root / rel
+        if not path.exists():
+            raise ConfigError(f"dataset_registry: file {rel} not found (looked in {root})")
+        entries = load_yaml(path)
+        if not isinstance(entries, dict):
+            raise ConfigError(f"dataset_registry: {rel} must map dataset names to entries")
+        registry.update(entries)
+    inline = config.get("datasets") or {}
+    registry.update(inline)
+    config["datasets"] = registry
+    config["datasets_inline"] = sorted(inline)  # where each entry lives matters for DVC params
+    config.setdefault("device", "auto")
+    config.setdefault("torch_threads", 1)
+    validate_schema({"families": {}, "datasets": registry}, root)
+    check_semantics(config, root)
+    return config
+
+
+def validate_schema(config: dict, root: Path) -> None:
+    import jsonschema
+
+    schema_path = root / SCHEMA_RELPATH
+    if not schema_path.exists():
+        return
+    schema = load_yaml(schema_path)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        err = errors[0]
+        key = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        message = err.message
+        if err.validator in ("additionalProperties", "unevaluatedProperties"):
+            message = f"unknown key: {message}"
+        raise ConfigError(f"config key {key}: {message}")
+
+
+def check_semantics(config: dict, root: Path | None = None) -> None:
+    """Cross-references that a schema cannot express: datasets, kinds, methods and their parameters; then
+    everything about the datasets and splits the config alone decides (uqcal.data.validate), all reported
+    at once. ``root`` (the repository) locates config/reference/ for checking ``paper_dataset`` names."""
+    datasets = config["datasets"]
+    for name, spec in datasets.items():
+        if spec["source"]["type"] == "composite":
+            for side in ("train", "test"):
+                member = spec["source"].get(side)
+                if member not in datasets:
+                    raise ConfigError(f"datasets.{name}.source.{side}: unknown dataset {member!r}")
+    for family, fam in config["families"].items():
+        for i, ds in enumerate(fam["datasets"]):
+            if ds not in datasets:
+                raise ConfigError(
+                    f"families.{family}.datasets[{i}]: unknown dataset {ds!r}; "
+                    f"known: {', '.join(sorted(datasets))}"
+                )
+            kind = datasets[ds]["kind"]
+            if kind != DATASET_KINDS[family]:
+                raise ConfigError(
+                    f"families.{family}.datasets[{i}]: dataset {ds!r} is {kind}, "
+                    f"family {family} needs {DATASET_KINDS[family]}"
+                )
+        for setting, params in fam["settings"].items():
+            for ds in (params or {}).get("datasets", []):
+                if ds not in fam["datasets"]:
+                    raise ConfigError(
+                        f"families.{family}.settings.{setting}.datasets: {ds!r} is not in "
+                        f"families.{family}.datasets"
+                    )
+        for ds in ((fam.get("resources") or {}).get("per_dataset") or {}):
+            if ds not in fam["datasets"]:
+                raise ConfigError(
+                    f"families.{family}.resources.per_dataset.{ds}: {ds!r} is not in families.{family}.datasets"
+                )
+        table = method_table(family)
+        for method, res in ((fam.get("resources") or {}).get("per_method") or {}).items():
+            if method not in fam["methods"]:
+                raise ConfigError(
+                    f"families.{family}.resources.per_method.{method}: {method!r} is not in families.{family}.methods"
+                )
+            if (res or {}).get("gpu") and method in table and table[method].load_class().cpu_only:
+                raise ConfigError(
+                    f"families.{family}.resources.per_method.{method}.gpu: method {method!r} never uses a GPU"
+                )
+        for method, params in fam["methods"].items():
+            if method not in table:
+                raise ConfigError(
+                    f"families.{family}.methods.{method}: unknown method; known: {', '.join(sorted(table))}"
+                )
+            try:
+                resolve_params(family, method, params)
+            except (KeyError, ValueError) as exc:
+                raise ConfigError(exc.args[0]) from None
+            for key, allowed in (("datasets", fam["datasets"]), ("settings", list(fam["settings"]))):
+                for item in (params or {}).get(key, []):
+                    if item not in allowed:
+                        raise ConfigError(
+                            f"families.{family}.methods.{method}.{key}: {item!r} is not in "
+                            f"families.{family}.{key}"
+                        )
+            dep = table[method].depends_on
+            if dep and dep not in fam["methods"]:
+                raise ConfigError(
+                    f"families.{family}.methods.{method}: depends on method {dep!r}, which is not configured"
+                )
+    problems = data_problems(config, root)
+    if problems:
+        listed = "\n".join(f"  - {p}" for p in problems)
+        raise ConfigError(problems[0] if len(problems) == 1 else f"{len(problems)} problems:\n{listed}")
+
+
+def data_problems(config: dict, root: Path | None = None) -> list[str]:
+    """Dataset entries, split parameters, methods' ``per_dataset`` tables and ``paper_dataset`` names."""
+    from uqcal.data.validate import config_problems
+
+    problems = config_problems(config)
+    for family, fam in config["families"].items():
+        for method, params in fam["methods"].items():
+            table = (params or {}).get("per_dataset")
+            if table is None:
+                continue
+            key = f"families.{family}.methods.{method}.per_dataset"
+            if not isinstance(table, dict):
+                problems.append(f"{key}: must map dataset -> {{param: value}}, got {table!r}")
+                continue
+            defaults = get_entry(family, method).load_class().defaults
+            for dataset, override in table.items():
+                if dataset not in fam["datasets"]:
+                    problems.append(f"{key}.{dataset}: {dataset!r} is not in families.{family}.datasets")
+                elif not isinstance(override, dict):
+                    problems.append(f"{key}.{dataset}: must map parameter -> value, got {override!r}")
+                else:
+                    unknown = sorted(set(override) - set(defaults) - {"per_dataset"})
+                    if unknown:
+                        problems.append(f"{key}.{dataset}: unknown parameter(s) {unknown}; accepted: "
+                                        f"{', '.join(sorted(set(defaults) - {'per_dataset'}))}")
+    if root is not None:
+        from uqcal.pipeline.reference import paper_dataset_problems
+
+        problems += paper_dataset_problems(config, Path(root) / "config" / "reference")
+    return problems
+
+
+@dataclass(frozen=True)
+class Run:
+    family: str
+    dataset: str
+    setting: str
+    method: str
+    seed: int
+
+    @property
+    def run_dir(self) -> str:
+        return f"results/{self.family}/{self.dataset}/{self.setting}/{self.method}/seed{self.seed}"
+
+    @property
+    def split_path(self) -> str:
+        return split_path(self.family, self.dataset, self.setting, self.seed)
+
+
+def split_dir(family: str, dataset: str, setting: str) -> str:
+    return f"data/splits/{family}/{dataset}/{setting}"
+
+
+def split_path(family: str, dataset: str, setting: str, seed: int) -> str:
+    return f"{split_dir(family, dataset, setting)}/seed{seed}.json"
+
+
+def settings_for(config: dict, family: str, dataset: str) -> list[str]:
+    fam = config["families"][family]
+    return [
+        name
+        for name, params in fam["settings"].items()
+        if "datasets" not in (params or {}) or dataset in params["datasets"]
+    ]
+
+
+def methods_for(config: dict, family: str, dataset: str, setting: str) -> list[str]:
+    fam = config["families"][family]
+    chosen = []
+    for name, params in fam["methods"].items():
+        params = params or {}
+        if "datasets" in params and dataset not in params["datasets"]:
+            continue
+        if "settings" in params and setting not in params["settings"]:
+            continue
+        chosen.append(name)
+    return chosen
+
+
+@dataclass(frozen=True)
+class Batch:
+    """All seeds of one (family, dataset, setting, method): the unit one train job runs in one process.
+
+    Batching seeds pays the interpreter and torch start-up once per method instead of once per seed, and
+    keeps a cluster run to hundreds of jobs instead of tens of thousands (see docs/ARCHITECTURE.md).
+    """
+
+    family: str
+    dataset: str
+    setting: str
+    method: str
+    seeds: tuple[int, ...]
+
+    @property
+    def runs(self) -> list[Run]:
+        return [Run(self.family, self.dataset, self.setting, self.method, seed) for seed in self.seeds]
+
+    @property
+    def method_dir(self) -> str:
+        return f"results/{self.family}/{self.dataset}/{self.setting}/{self.method}"
+
+    @property
+    def split_dir(self) -> str:
+        return split_dir(self.family, self.dataset, self.setting)
+
+    @property
+    def stage_name(self) -> str:
+        return f"{self.family}-{self.dataset}-{self.setting}-{self.method}"
+
+
+def iter_runs(config: dict, families: list[str] | None = None) -> Iterator[Run]:
+    for batch in iter_batches(config, families):
+        yield from batch.runs
+
+
+def iter_batches(config: dict, families: list[str] | None = None) -> Iterator[Batch]:
+    for family in families or list(config["families"]):
+        fam = config["families"][family]
+        for dataset in fam["datasets"]:
+            for setting in settings_for(config, family, dataset):
+                for method in methods_for(config, family, dataset, setting):
+                    yield Batch(family, dataset, setting, method, tuple(range(fam["seeds"])))
+
+
+def raw_dependencies(config: dict, dataset: str) -> list[str]:
+    """Datasets whose raw tables a dataset is built from (composite sources), itself excluded."""
+    source = config["datasets"][dataset]["source"]
+    if source["type"] == "composite":
+        return [source["train"], source["test"]]
+    return []
+
+
+# Registry keys that only label a dataset in the report: editing them reruns no job.
+DISPLAY_KEYS = ("stands_in_for", "paper_dataset", "note")
+
+
+def job_spec(config: dict, dataset: str) -> dict:
+    """A dataset's registry entry as jobs see it: without the report-only labels (DISPLAY_KEYS)."""
+    return {k: v for k, v in config["datasets"][dataset].items() if k not in DISPLAY_KEYS}
+
+
+def dataset_job(config: dict, dataset: str) -> dict:
+    """Everything materialising one dataset depends on."""
+    deps = {name: job_spec(config, name) for name in raw_dependencies(config, dataset)}
+    return {"dataset": dataset, "spec": job_spec(config, dataset), "members": deps}
+
+
+def job_params(family: str, method: str, params: dict | None, dataset: str) -> dict:
+    """A method's resolved parameters for one dataset's jobs: a ``per_dataset`` table keeps only that
+    dataset's entry, so adding or editing another dataset's entry reruns none of this dataset's jobs."""
+    resolved = resolve_params(family, method, params)
+    if isinstance(resolved.get("per_dataset"), dict):
+        resolved["per_dataset"] = {k: v for k, v in resolved["per_dataset"].items() if k == dataset}
+    return resolved
+
+
+def split_job(config: dict, family: str, dataset: str, setting: str, seed: int) -> dict:
+    fam = config["families"][family]
+    setting_params = {k: v for k, v in (fam["settings"][setting] or {}).items() if k != "datasets"}
+    return {
+        "family": family,
+        "dataset": dataset,
+        "setting": setting,
+        "seed": seed,
+        "dataset_spec": job_spec(config, dataset),
+        "split_params": {**(fam.get("split") or {}), **setting_params},
+    }
+
+
+def run_job(config: dict, run: Run) -> dict:
+    """The resolved slice of config one train/evaluate job depends on (passed as JSON by the Snakefile)."""
+    fam = config["families"][run.family]
+    entry = get_entry(run.family, run.method)
+    setting_params = {k: v for k, v in (fam["settings"][run.setting] or {}).items() if k != "datasets"}
+    return {
+        "family": run.family,
+        "dataset": run.dataset,
+        "setting": run.setting,
+        "method": run.method,
+        "seed": run.seed,
+        "dataset_spec": job_spec(config, run.dataset),
+        "family_params": {"split": fam.get("split") or {}, "seeds": fam["seeds"]},
+        "setting_params": setting_params,
+        "params": job_params(run.family, run.method, fam["methods"][run.method], run.dataset),
+        "depends_on": entry.depends_on,
+        "device": config.get("device", "auto"),
+        "torch_threads": config.get("torch_threads", 1),
+    }
+
+
+def batch_job(config: dict, family: str, dataset: str, setting: str, method: str) -> dict:
+    """``run_job`` for every seed of a method at once: the same slice of config, with ``seeds`` for ``seed``."""
+    job = run_job(config, Run(family, dataset, setting, method, 0))
+    del job["seed"]
+    job["seeds"] = list(range(config["families"][family]["seeds"]))
+    return job
+
+
+def split_batch_job(config: dict, family: str, dataset: str, setting: str) -> dict:
+    job = split_job(config, family, dataset, setting, 0)
+    del job["seed"]
+    job["seeds"] = list(range(config["families"][family]["seeds"]))
+    return job
+
+
+def per_seed_jobs(job: dict) -> list[dict]:
+    """Split a batch job (``seeds``) into single-seed jobs (``seed``); a single-seed job is returned as is."""
+    if "seeds" not in job:
+        return [job]
+    base = {k: v for k, v in job.items() if k != "seeds"}
+    return [{**base, "seed": int(seed)} for seed in job["seeds"]]
+
+
+def job_digest(job: dict) -> str:
+    return hashlib.sha256(json.dumps(job, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def config_hash(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+__all__ = [
+    "FAMILIES",
+    "ConfigError",
+    "Batch",
+    "Run",
+    "batch_job",
+    "dataset_job",
+    "iter_batches",
+    "per_seed_jobs",
+    "split_batch_job",
+    "iter_runs",
+    "load_config",
+    "prepare_config",
+    "run_job",
+    "split_job",
+]

@@ -1,0 +1,437 @@
+"""Build ``reports/``: an index page and one page per family (claims first, then tables beside the paper's
+numbers, figures and provenance), Markdown tables, SVG/PNG figures, and DVC metrics/plots files.
+
+The report is the config's own: it covers the config's families only, and reads ``results/`` through a
+view that holds exactly the runs the config plans (its datasets, settings, methods and seeds), so runs
+that other configs left in ``results/`` never reach a table, claim or figure."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from html import escape
+from importlib import resources
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from uqcal.core.io import write_json, write_text
+from uqcal.pipeline.reference import DatasetRelation, Reference, load_reference, relate_dataset
+from uqcal.pipeline.report import html as H
+from uqcal.pipeline.report.claims import ClaimContext, ClaimResult, evaluate_claims
+from uqcal.pipeline.report.figures import FigureContext, build_figure, pit_values
+from uqcal.pipeline.report.provenance import Provenance, collect, read_run_devices
+from uqcal.pipeline.report.results import load_predictions, load_runs, load_summary
+from uqcal.pipeline.report.tables import FAILURE_MARK, BuiltTable, build_table, fit_failure_counts, to_html, to_markdown
+
+log = logging.getLogger("uqcal.pipeline.report")
+
+FAMILIES = ("metareg", "rio", "qr", "fewshot", "bo")
+SPEC_KEYS = {"title", "paper", "reference", "summary", "tables", "claims", "method_names", "figures", "dvc_plots"}
+
+
+def load_spec(family: str, spec_dir: Path | None = None) -> dict:
+    """Declarative page spec ``specs/<family>.yaml`` (packaged), validated at the top level."""
+    if spec_dir is not None:
+        text = (Path(spec_dir) / f"{family}.yaml").read_text()
+    else:
+        text = resources.files("uqcal.pipeline.report").joinpath("specs", f"{family}.yaml").read_text()
+    spec = yaml.safe_load(text) or {}
+    unknown = set(spec) - SPEC_KEYS
+    if unknown:
+        raise ValueError(f"report spec '{family}': unknown keys {sorted(unknown)}; allowed {sorted(SPEC_KEYS)}")
+    for section in ("tables", "claims", "figures"):
+        ids = [entry.get("id") for entry in spec.get(section) or []]
+        if None in ids or len(ids) != len(set(ids)):
+            raise ValueError(f"report spec '{family}': every {section} entry needs a unique 'id' (got {ids})")
+    return spec
+
+
+def dataset_registry(config: dict, base: Path) -> dict:
+    """Registry files listed under ``dataset_registry`` overlaid by the config's own ``datasets``."""
+    registry: dict = {}
+    for entry in config.get("dataset_registry") or []:
+        path = Path(entry)
+        path = path if path.is_absolute() else base / path
+        if path.exists():
+            registry.update(yaml.safe_load(path.read_text()) or {})
+    registry.update(config.get("datasets") or {})
+    return registry
+
+
+def planned_runs(config: dict, family: str) -> dict[tuple[str, str, str], list[int]]:
+    """(dataset, setting, method) -> seeds that the config plans for ``family``."""
+    from uqcal.pipeline.config import iter_runs
+
+    plan: dict[tuple[str, str, str], list[int]] = {}
+    for run in iter_runs(config, [family]):
+        plan.setdefault((run.dataset, run.setting, run.method), []).append(run.seed)
+    return plan
+
+
+@contextlib.contextmanager
+def planned_view(config: dict, results_dir: Path, families: list[str]) -> Iterator[Path]:
+    """A temporary ``results/`` holding only the config's planned runs (links to the real run folders)
+    and each family's ``summary.csv`` rows for them; every reader of the report goes through it."""
+    from uqcal.pipeline.aggregate import collect_metrics, summarise
+
+    results_dir = Path(results_dir).resolve()
+    with tempfile.TemporaryDirectory(prefix="uqcal-report-view-") as tmp:
+        view = Path(tmp)
+        for family in families:
+            plan = planned_runs(config, family)
+            for (dataset, setting, method), seeds in plan.items():
+                for seed in seeds:
+                    source = results_dir / family / dataset / setting / method / f"seed{seed}"
+                    if source.is_dir():
+                        link = view / family / dataset / setting / method / f"seed{seed}"
+                        link.parent.mkdir(parents=True, exist_ok=True)
+                        link.symlink_to(source, target_is_directory=True)
+            # summary.csv as `uqcal aggregate` writes it for this config, from the planned runs only (a
+            # summary.csv on disk may be another config's, over other seeds).
+            long = collect_metrics(family, config["families"][family], view, missing_ok=True)
+            if not long.empty:
+                write_text(view / family / "summary.csv", summarise(long).to_csv(index=False, float_format="%.6g"))
+        yield view
+
+
+def load_fit_failures(results_dir: Path, family: str, runs: pd.DataFrame) -> pd.DataFrame:
+    """(dataset, setting, method, seed, fit_failures), one row per run: the count from its train_stats.json
+    (the shared convention), else from its metrics.json (which carries train_stats' numbers), else 0."""
+    from uqcal.pipeline.report.results import read_train_stats, run_dirs
+
+    logged = {}
+    if not runs.empty:
+        for rec in runs[runs["metric"] == "fit_failures"].itertuples(index=False):
+            logged[(rec.dataset, str(rec.setting), rec.method, int(rec.seed))] = float(rec.value)
+    rows = []
+    for run_dir in run_dirs(results_dir, family):
+        key = (*run_dir.parts[-4:-1], int(run_dir.name[4:]))
+        value = logged.get(key, 0.0)
+        found = read_train_stats(run_dir).get("fit_failures")
+        if isinstance(found, (int, float)) and not isinstance(found, bool):
+            value = float(found)
+        rows.append((*key, value))
+    return pd.DataFrame(rows, columns=["dataset", "setting", "method", "seed", "fit_failures"])
+
+
+@dataclass
+class FamilyReport:
+    family: str
+    spec: dict
+    summary: pd.DataFrame
+    claims: list[ClaimResult]
+    tables: list[BuiltTable]
+    figures: list
+    datasets: list[str]
+    n_runs: int
+    reference: Reference
+    failures: pd.DataFrame | None = None
+    devices: pd.DataFrame | None = None  # where the runs trained (provenance.read_run_devices)
+
+
+def _metrics_json(summary: pd.DataFrame, metrics: list[str] | None = None) -> dict:
+    """Nested {dataset: {setting: {method: {metric: mean}}}} for ``dvc metrics show`` (the spec's
+    ``summary`` metrics only, so the table stays readable; all metrics when the spec lists none)."""
+    out: dict = {}
+    if metrics:
+        summary = summary[summary["metric"].isin(metrics)]
+    for rec in summary.itertuples(index=False):
+        if pd.isna(rec.mean):
+            continue
+        out.setdefault(rec.dataset, {}).setdefault(str(rec.setting), {}).setdefault(rec.method, {})[rec.metric] = round(
+            float(rec.mean), 6
+        )
+    return out
+
+
+def _dvc_plot_data(family: str, spec: dict, results_dir: Path, out_dir: Path) -> list[Path]:
+    """Per-series CSVs under ``reports/<family>/plots/<plot>/`` for ``dvc plots show`` (see dvc_plots
+    in spec)."""
+    written = []
+    for plot in spec.get("dvc_plots") or []:
+        root = Path(results_dir) / family
+        for setting_dir in sorted(p for p in root.glob("*/*") if p.is_dir()) if root.is_dir() else []:
+            dataset, setting = setting_dir.parent.name, setting_dir.name
+            for method_dir in sorted(p for p in setting_dir.iterdir() if p.is_dir()):
+                filename = plot.get("file", "predictions.parquet")
+                frame = load_predictions(results_dir, family, dataset, setting, method_dir.name, filename)
+                if frame is None:
+                    continue
+                if plot["kind"] == "curve" and {plot["x"], plot["y"]} <= set(frame.columns):
+                    last = frame.groupby(["seed", plot["x"]])[plot["y"]].last().reset_index()
+                    data = last.groupby(plot["x"])[plot["y"]].mean().reset_index()
+                elif plot["kind"] == "calibration":
+                    pit = pit_values(frame)
+                    if pit is None:
+                        continue
+                    levels = [i / 20 for i in range(21)]
+                    data = pd.DataFrame({"p": levels, "observed": [float((pit <= p).mean()) for p in levels]})
+                else:
+                    continue
+                path = out_dir / "plots" / plot["id"] / f"{dataset}__{setting}__{method_dir.name}.csv"
+                write_text(path, data.to_csv(index=False))
+                written.append(path)
+    return written
+
+
+def build_family(
+    family: str,
+    spec: dict,
+    config: dict,
+    registry: dict,
+    results_dir: Path,
+    out_dir: Path,
+    reference_dir: Path,
+) -> FamilyReport:
+    fam_out = out_dir / family
+    runs = load_runs(results_dir, family)
+    summary = load_summary(results_dir, family, runs)
+    summary = summary.astype({"setting": str})
+    if not runs.empty:
+        runs = runs.astype({"setting": str})
+    reference = load_reference(reference_dir, spec.get("reference", family))
+    datasets = list(dict.fromkeys(list(summary["dataset"]) + list(runs["dataset"] if not runs.empty else [])))
+    relations: dict[str, DatasetRelation] = {d: relate_dataset(d, registry, reference, family=family)
+                                             for d in datasets}
+    failures = load_fit_failures(results_dir, family, runs)
+    names = {**reference.method_names, **(spec.get("method_names") or {})}
+    ctx = ClaimContext(family, summary, runs, reference, relations, results_dir)
+    claims = evaluate_claims(spec.get("claims") or [], ctx)
+    tables = []
+    for table_spec in spec.get("tables") or []:
+        table = build_table(table_spec, summary, runs, reference, relations, failures)
+        tables.append(table)
+        write_text(fam_out / "tables" / f"{table.id}.md", to_markdown(table, names))
+        write_text(fam_out / "tables" / f"{table.id}.html", to_html(table, names))
+    for sub in ("figures", "tables"):  # always present: Snakemake declares them as directory outputs
+        (fam_out / sub).mkdir(parents=True, exist_ok=True)
+    fig_ctx = FigureContext(family, config, summary, results_dir, fam_out / "figures", names)
+    figures = []
+    for fig_spec in spec.get("figures") or []:
+        figures.extend(build_figure(fig_spec, fig_ctx))
+    write_json(fam_out / "metrics.json", _metrics_json(summary, spec.get("summary")))
+    write_json(
+        fam_out / "claims.json",
+        [
+            {
+                "id": c.id,
+                "text": c.text,
+                "verdict": c.verdict,
+                "summary": c.summary,
+                "evidence": [e.as_dict() for e in c.evidence],
+                "by_data": {name: {"verdict": v, "summary": summary} for name, (v, summary) in c.by_data.items()},
+            }
+            for c in claims
+        ],
+    )
+    _dvc_plot_data(family, spec, results_dir, fam_out)
+    n_runs = int(runs.groupby(["dataset", "setting", "method", "seed"]).ngroups) if not runs.empty else 0
+    return FamilyReport(family, spec, summary, claims, tables, figures, datasets, n_runs, reference, failures,
+                        read_run_devices(results_dir, family))
+
+
+def _build_family_task(task: tuple) -> FamilyReport:
+    log.info("report: building %s", task[0])
+    return build_family(*task)
+
+
+def _nav(prefix: str, families) -> list[tuple[str, str]]:
+    return [("Index", f"{prefix}index.html")] + [(f, f"{prefix}{f}/index.html") for f in families]
+
+
+def family_page(rep: FamilyReport, prov: Provenance, reference: Reference, families) -> str:
+    spec = rep.spec
+    body = [f"<p><b>Paper:</b> {escape(spec.get('paper', reference.paper))}</p>"]
+    if rep.summary.empty:
+        body.append(
+            '<p class="notrun"><b>This family was not run</b>: no results/'
+            f"{escape(rep.family)}/summary.csv and no per-run metrics.json. Claims below are "
+            "marked 'not run'; the paper's numbers are shown for reference.</p>"
+        )
+    else:
+        body.append(f"<p>{rep.n_runs} runs on datasets: {escape(', '.join(rep.datasets))}.</p>")
+    failed = {key: counts for key, counts in fit_failure_counts(rep.failures).items() if counts[0]}
+    if failed:
+        cells = "; ".join(f"{'/'.join(key)}: {k} of {n}" for key, (k, n) in sorted(failed.items()))
+        body.append(
+            f'<p class="fitfail"><b>{FAILURE_MARK} Failed fits</b> in {sum(k for k, _ in failed.values())} runs '
+            f"(fit_failures &gt; 0 in train_stats.json; the job logged a warning naming each run): "
+            f"{escape(cells)}. Table cells built on them are marked {FAILURE_MARK} k/n.</p>"
+        )
+    body.append(f"<h2>Claims checklist ({escape(H.claims_count(rep.claims))})</h2>")
+    body.append(H.claims_html(rep.claims))
+    body.append("<h2>Tables</h2>")
+    for table in rep.tables:
+        links = f'<p><small>Markdown: <a href="tables/{escape(table.id)}.md">tables/{escape(table.id)}.md</a></small></p>'  # noqa: E501
+        body.append(
+            f'<div class="scroll">{to_html(table, {**reference.method_names, **(spec.get("method_names") or {})})}'  # noqa: E501
+            f"</div>{links}"
+        )
+    body.append("<h2>Figures</h2>")
+    body.append(H.figures_html(rep.figures))
+    body.append("<h2>Provenance</h2>")
+    body.append(H.provenance_html(prov, rep.family, rep.datasets, rep.devices))
+    body.append(
+        f'<p><small>Machine-readable: <a href="metrics.json">metrics.json</a>, '
+        f'<a href="claims.json">claims.json</a>. Published numbers: '
+        f"<code>{escape(str(reference.path) if reference.path else 'none')}</code>.</small></p>"
+    )
+    return H.page(spec.get("title", rep.family), "\n".join(body), _nav("../", families))
+
+
+def index_page(reports: list[FamilyReport], prov: Provenance, title: str) -> str:
+    rows = []
+    for rep in reports:
+        status = "not run" if rep.summary.empty else f"{rep.n_runs} runs; datasets {', '.join(rep.datasets)}"
+        rows.append(
+            f'<tr><td style="text-align:left"><a href="{rep.family}/index.html">{escape(rep.family)}</a></td>'
+            f'<td style="text-align:left;white-space:normal">{escape(rep.spec.get("paper", ""))}</td>'
+            f'<td style="text-align:left;white-space:normal">{escape(status)}</td>'
+            f'<td style="text-align:left">{escape(H.claims_count(rep.claims))}</td></tr>'
+        )
+    body = [
+        "<p>What was reproduced, how close it came, and on what data: one page per paper. Each page "
+        "starts with the paper's headline claims checked on our results.</p>",
+        "<table><thead><tr><th>family</th><th>paper</th><th>runs</th><th>claims</th></tr></thead><tbody>",
+        *rows,
+        "</tbody></table>",
+        "<h2>Provenance</h2>",
+        H.provenance_html(prov),
+    ]
+    return H.page(title, "\n".join(body), _nav("", [r.family for r in reports]))
+
+
+def report_families(config: dict, families: list[str] | None = None) -> list[str]:
+    """The families a config's report covers: those it runs (or the asked-for subset of them), in the
+    papers' order; a family the config does not run has no page (it is not 'not run', it is not asked)."""
+    planned = [f for f in FAMILIES if f in (config.get("families") or {})]
+    if families is None:
+        wanted = (config.get("report") or {}).get("families")
+        return [f for f in planned if f in wanted] if wanted else planned
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown:
+        raise ValueError(f"unknown report families {unknown}; known: {list(FAMILIES)}")
+    absent = [f for f in families if f not in planned]
+    if absent:
+        raise ValueError(f"report families {absent} are not in the config (it runs {planned})")
+    return [f for f in planned if f in families]
+
+
+def config_datasets(config: dict, families: list[str]) -> list[str]:
+    """The datasets the families run, with the datasets composite ones are built from."""
+    names: dict[str, None] = {}
+    registry = config.get("datasets") or {}
+    for family in families:
+        for dataset in config["families"][family]["datasets"]:
+            source = (registry.get(dataset) or {}).get("source") or {}
+            for member in ([source.get("train"), source.get("test")] if source.get("type") == "composite" else []):
+                names.setdefault(member, None)
+            names.setdefault(dataset, None)
+    return list(names)
+
+
+def planned_jobs(config: dict, families: list[str]) -> list[str]:
+    """``<rule>/<job>`` names of the config's Snakemake jobs, as their benchmark files are named."""
+    jobs = [f"materialise/{d}" for d in config_datasets(config, families)] + ["report/report"]
+    for family in families:
+        jobs.append(f"aggregate/{family}")
+        splits = set()
+        for dataset, setting, method in planned_runs(config, family):
+            splits.add(f"split/{family}/{dataset}/{setting}")
+            jobs.append(f"train/{family}/{dataset}/{setting}/{method}")
+        jobs += sorted(splits)
+    return jobs
+
+
+def build_reports(
+    config: dict,
+    config_path: str,
+    results_dir: Path,
+    out_dir: Path,
+    data_dir: Path,
+    records_dir: Path,
+    reference_dir: Path | None = None,
+    families: list[str] | None = None,
+    spec_dir: Path | None = None,
+    jobs: int = 1,
+) -> Path:
+    """Write ``out_dir/index.html`` and ``out_dir/<family>/...``; return the index path."""
+    results_dir, out_dir, data_dir, records_dir = map(Path, (results_dir, out_dir, data_dir, records_dir))
+    base = Path.cwd()
+    if reference_dir is None:
+        candidate = Path(config_path).resolve().parent / "reference"
+        reference_dir = candidate if candidate.is_dir() else base / "config" / "reference"
+    families = report_families(config, families)
+    registry = dataset_registry(config, base)
+    prov = collect(config_path, base, records_dir, data_dir, datasets=config_datasets(config, families),
+                   jobs=planned_jobs(config, families))
+    with planned_view(config, results_dir, families) as view:
+        tasks = [(family, load_spec(family, spec_dir), config, registry, view, out_dir, Path(reference_dir))
+                 for family in families]
+        if jobs > 1 and len(tasks) > 1:
+            # Families are independent; at the end of a run nothing else needs the cores.
+            from concurrent.futures import ProcessPoolExecutor
+
+            with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
+                reports = list(pool.map(_build_family_task, tasks))
+        else:
+            reports = [_build_family_task(task) for task in tasks]
+    for rep in reports:
+        write_text(out_dir / rep.family / "index.html", family_page(rep, prov, rep.reference, families))
+    title = (config.get("report") or {}).get("title", "uqcal reports")
+    index = out_dir / "index.html"
+    write_text(index, index_page(reports, prov, title))
+    write_json(out_dir / "claims_summary.json", {r.family: {c.id: c.verdict for c in r.claims} for r in reports})
+    return index
+
+
+def add_report_subparser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("report", help="build reports/ from results/ (HTML, Markdown, figures)")
+    parser.add_argument("--configfile", "--config", dest="configfile", default="config/config.yaml")
+    parser.add_argument("--results", default="results")
+    parser.add_argument("--out", default="reports")
+    parser.add_argument("--data", default="data")
+    parser.add_argument("--records", default=".uqcal/records")
+    parser.add_argument("--families", nargs="*", default=None)
+    parser.set_defaults(func=main_report)
+    return parser
+
+
+def main_report(args) -> int:
+    try:  # the validated, registry-merged config when the spine's loader is present
+        from uqcal.pipeline.config import load_config
+
+        config = load_config(args.configfile)
+    except ImportError:
+        config = yaml.safe_load(Path(args.configfile).read_text()) or {}
+    index = build_reports(
+        config,
+        args.configfile,
+        Path(args.results),
+        Path(args.out),
+        Path(args.data),
+        Path(args.records),
+        families=args.families,
+    )
+    print(index)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m uqcal.pipeline.report.build")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_report_subparser(sub)
+    import sys
+
+    args = parser.parse_args(["report", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,147 @@
+"""Claims decided by paired tests over test episodes (fewshot: every method predicts the same episodes).
+
+The paper trains one model per method and reports it on 5 x 600 test episodes; our default run has one
+or a few seeds, so tests over seeds have no power. Here each (seed, episode) is a pair:
+
+- acc, nll: the per-episode value, paired t-test over (seed, episode) pairs;
+- ece, mce: pooled over the queries like the metric itself, so a paired bootstrap over episodes (the same
+  resampled episodes for both methods), two-sided p = 2 min(P(Δ* <= 0), P(Δ* >= 0)).
+
+Each comparison of method ``a`` with a method of ``b`` has an outcome better / tie / worse (at ``alpha``) and
+a power statement: the minimum detectable effect at 80 % power, (z_{1-α/2} + z_{0.8}) x s.e. of the difference.
+
+Spec::
+
+    check: {kind: episode_paired, metric: acc|nll|ece|mce, probs: raw|ts|tsm|nllts, a: md, b: [dkt, protonet],
+            require: not_worse|better, alpha: 0.05, scope: every_row|majority|{at_least: f}|any_row,
+            settings: [...], datasets: [...], n_boot: 2000}
+
+``probs`` picks the probability columns: the model's predictive (raw, p0..) or a recalibration's
+(``<probs>_p0..``, fewshot recalibration.py). A row holds when every comparison meets ``require``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from uqcal.metrics.stats import episode_ttest_pvalue
+from uqcal.pipeline.report.results import load_predictions
+from uqcal.pipeline.report.verdicts import _filter, _finish
+
+N_BINS = 15
+LOWER_IS_BETTER = {"acc": False, "nll": True, "ece": True, "mce": True}
+
+
+def _probability_columns(frame: pd.DataFrame, probs: str) -> list[str]:
+    prefix = "p" if probs == "raw" else f"{probs}_p"
+    cols = [c for c in frame.columns if c.startswith(prefix) and c[len(prefix):].isdigit()]
+    return sorted(cols, key=lambda c: int(c[len(prefix):]))
+
+
+def episode_table(frame: pd.DataFrame, probs: str) -> pd.DataFrame:
+    """Per (seed, episode): n, acc, nll and the 15-bin sums behind ECE/MCE (count_b, gap_b = sum(correct - conf))."""
+    cols = _probability_columns(frame, probs)
+    if not cols:
+        raise KeyError(f"no '{probs}' probability columns")
+    p = frame[cols].to_numpy(float)
+    y = frame["label"].to_numpy(int)
+    conf = p.max(1)
+    correct = (p.argmax(1) == y).astype(float)
+    nll = -np.log(np.clip(p[np.arange(len(y)), y], 1e-12, 1.0))
+    index = np.clip(np.ceil(conf * N_BINS).astype(int) - 1, 0, N_BINS - 1)
+    out = pd.DataFrame({"seed": frame["seed"].to_numpy(), "episode": frame["episode"].to_numpy(),
+                        "correct": correct, "nll": nll})
+    for b in range(N_BINS):
+        in_bin = index == b
+        out[f"n{b}"] = in_bin.astype(float)
+        out[f"g{b}"] = np.where(in_bin, correct - conf, 0.0)
+    grouped = out.groupby(["seed", "episode"], sort=True)
+    table = grouped.sum()
+    table["n"] = grouped.size()
+    table["acc"] = table.pop("correct") / table["n"]
+    table["nll"] = table["nll"] / table["n"]
+    return table
+
+
+def pooled_errors(table: pd.DataFrame, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ECE and MCE of the episodes pooled with integer `weights` (B, E) (bootstrap counts): (B,) each."""
+    counts = weights @ table[[f"n{b}" for b in range(N_BINS)]].to_numpy()
+    gaps = np.abs(weights @ table[[f"g{b}" for b in range(N_BINS)]].to_numpy())
+    ece = gaps.sum(1) / (weights @ table["n"].to_numpy())
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mce = np.where(counts > 0, gaps / np.maximum(counts, 1), 0.0).max(1)
+    return ece, mce
+
+
+def compare(ta: pd.DataFrame, tb: pd.DataFrame, metric: str, alpha: float, n_boot: int, seed: int = 0) -> dict:
+    """Paired comparison of a with b on their shared (seed, episode) pairs."""
+    shared = ta.index.intersection(tb.index)
+    ta, tb = ta.loc[shared], tb.loc[shared]
+    n = len(shared)
+    lower = LOWER_IS_BETTER[metric]
+    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(0.8)
+    if metric in ("acc", "nll"):
+        va, vb = ta[metric].to_numpy(), tb[metric].to_numpy()
+        diff = va - vb
+        mean_a, mean_b = float(va.mean()), float(vb.mean())
+        se = float(diff.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+        p = episode_ttest_pvalue(va, vb)
+        test = f"paired t-test over {n} episodes"
+    else:
+        pick = 0 if metric == "ece" else 1
+        ones = np.ones((1, n))
+        mean_a, mean_b = float(pooled_errors(ta, ones)[pick][0]), float(pooled_errors(tb, ones)[pick][0])
+        rng = np.random.default_rng(seed)
+        weights = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float)
+        delta = pooled_errors(ta, weights)[pick] - pooled_errors(tb, weights)[pick]
+        se = float(delta.std(ddof=1))
+        p = float(min(1.0, 2 * min(np.mean(delta <= 0), np.mean(delta >= 0))))
+        test = f"paired bootstrap over {n} episodes ({n_boot} resamples)"
+    delta = mean_a - mean_b
+    if p >= alpha:
+        outcome = "tie"
+    else:
+        outcome = "better" if (delta < 0) == lower else "worse"
+    return {"a": mean_a, "b": mean_b, "delta": delta, "p": p, "se": se, "mde": z * se, "n": n,
+            "outcome": outcome, "test": test}
+
+
+def check_episode_paired(claim: dict, ctx) -> object:
+    from uqcal.pipeline.report.tables import fmt
+
+    check = claim["check"]
+    metric, a = check["metric"], check["a"]
+    if metric not in LOWER_IS_BETTER:
+        raise ValueError(f"claims.{claim['id']}.check.metric: {metric!r}; known: {sorted(LOWER_IS_BETTER)}")
+    others = check["b"] if isinstance(check["b"], list) else [check["b"]]
+    probs, require = check.get("probs", "raw"), check.get("require", "not_worse")
+    if require not in ("not_worse", "better"):
+        raise ValueError(f"claims.{claim['id']}.check.require: {require!r}; use not_worse or better")
+    alpha, n_boot = float(check.get("alpha", 0.05)), int(check.get("n_boot", 2000))
+    keys = _filter(ctx.summary, check)[["dataset", "setting"]].drop_duplicates()
+    evidence = []
+    for dataset, setting in keys.itertuples(index=False):
+        if ctx.results_dir is None:
+            break
+        tables = {}
+        for method in [a, *others]:
+            frame = load_predictions(ctx.results_dir, ctx.family, dataset, str(setting), method)
+            if frame is not None and _probability_columns(frame, probs):
+                tables[method] = episode_table(frame, probs)
+        if a not in tables or len(tables) < 2:
+            continue
+        parts, oks = [], []
+        for other in others:
+            if other not in tables:
+                continue
+            r = compare(tables[a], tables[other], metric, alpha, n_boot)
+            oks.append(r["outcome"] == "better" or (require == "not_worse" and r["outcome"] == "tie"))
+            parts.append(f"vs {other}: {fmt(r['a'])} vs {fmt(r['b'])}, Δ = {r['delta']:+.4f}, p = {fmt(r['p'])} "
+                         f"({r['test']}) → {r['outcome']}; MDE at 80 % power {fmt(r['mde'])}")
+        label = f"{dataset} / {setting}"
+        evidence.append((label, f"{metric} ({probs} probabilities) of {a} " + "; ".join(parts), all(oks)))
+    if check.get("scope") == "majority":  # more than half of the rows (spelled for engines without it)
+        claim = {**claim, "check": {**check, "scope": {"at_least": 0.5 + 1e-9}}}
+    return _finish(claim, evidence, len(keys), f"no predictions of {a} and {others} with '{probs}' columns")

@@ -1,0 +1,207 @@
+"""Self-contained HTML pages: inline CSS, no scripts, no network; images by relative path."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+
+import pandas as pd
+
+from uqcal.pipeline.report.claims import HELD, INCONCLUSIVE, NOT_HELD, NOT_RUN, ClaimResult
+from uqcal.pipeline.report.figures import Rendered, Skipped
+from uqcal.pipeline.report.provenance import Provenance
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;
+ margin:1.5em auto;max-width:1200px;
+ padding:0 1em;color:#222;line-height:1.4}
+h1{font-size:1.6em;margin-bottom:.2em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
+nav a{margin-right:1em} table{border-collapse:collapse;font-size:.85em;margin:.4em 0}
+th,td{border:1px solid #ccc;padding:.2em .45em;text-align:right;white-space:nowrap}
+th{background:#f2f2f2;text-align:left} table.results th{text-align:right}
+td.ds{text-align:left} td.standin{background:#fff7e0} td.same{background:#eef7ee}
+td.paper{color:#555;background:#fafafa;font-size:.95em} td.within{color:#176117} td.outside{color:#a11}
+figure{margin:1em 0} figcaption{font-size:.9em;margin-bottom:.3em} .note,.skip{color:#8a5a00}
+.claims th{text-align:left} .claims td{text-align:left;white-space:normal;vertical-align:top}
+.verdict{font-weight:bold}
+.held{color:#176117} .notheld{color:#a11} .notrun{color:#777} .inconclusive{color:#8a5a00}
+.bydata{font-weight:normal;font-size:.9em;white-space:nowrap}
+.figs{display:flex;flex-wrap:wrap;gap:1em} .figs figure{max-width:560px}
+.figs img{max-width:100%;border:1px solid #eee}
+.scroll{overflow-x:auto} details{margin:.4em 0} summary{cursor:pointer;color:#225}
+code{background:#f4f4f4;padding:0 .2em} ul.tablenotes{font-size:.85em;margin:.2em 0 0 1em}
+td.fitfail{background:#fde8e8} span.fitfail{color:#a11;font-weight:bold} p.fitfail{color:#a11}
+"""
+
+
+def page(title: str, body: str, nav: list[tuple[str, str]]) -> str:
+    links = "".join(f'<a href="{escape(href)}">{escape(text)}</a>' for text, href in nav)
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{escape(title)}</title><style>{CSS}</style></head>\n<body>\n<nav>{links}</nav>\n"
+        f"<h1>{escape(title)}</h1>\n{body}\n</body></html>\n"
+    )
+
+
+def verdict_class(verdict: str) -> str:
+    return {HELD: "held", NOT_HELD: "notheld", INCONCLUSIVE: "inconclusive"}.get(verdict, "notrun")
+
+
+def claims_html(results: list[ClaimResult]) -> str:
+    if not results:
+        return "<p>No claims are listed for this paper.</p>"
+    rows = []
+    for res in results:
+        evidence = "".join(f"<li>{e.mark} {escape(e.label)}: {escape(e.detail)}</li>" for e in res.evidence)
+        by_data = "".join(
+            f'<br><span class="bydata {verdict_class(v)}">{escape(name)}: {escape(v)} ({escape(summary)})</span>'
+            for name, (v, summary) in res.by_data.items()
+        )
+        detail = (
+            f"<details><summary>{escape(res.summary)}</summary><ul>{evidence}</ul></details>"
+            if evidence
+            else escape(res.summary)
+        )
+        source = f" <small>({escape(res.source)})</small>" if res.source else ""
+        rows.append(
+            f'<tr id="claim-{escape(res.id)}"><td>{escape(res.text)}{source}</td>'
+            f'<td class="verdict {verdict_class(res.verdict)}">{escape(res.verdict)}{by_data}</td><td>{detail}</td></tr>'  # noqa: E501
+        )
+    return (
+        '<table class="claims"><thead><tr><th>claim</th><th>verdict</th><th>numbers behind it</th></tr>'
+        "</thead><tbody>" + "".join(rows) + "</tbody></table>"
+        "<p class=\"note\">Rows: ✓ supports the claim, = tie (the paired test cannot tell), ✗ contradicts it. "
+        "Inconclusive: no contradiction enough to reject, but too many ties to accept; the power figures say "
+        "what difference the test could have detected.</p>"
+    )
+
+
+def claims_count(results: list[ClaimResult]) -> str:
+    counts = {v: sum(r.verdict == v for r in results) for v in (HELD, NOT_HELD, INCONCLUSIVE, NOT_RUN)}
+    return ", ".join(f"{n} {v}" for v, n in counts.items() if n or v != INCONCLUSIVE)
+
+
+def figures_html(items: list, rel_prefix: str = "") -> str:
+    if not items:
+        return "<p>No figures are listed for this paper.</p>"
+    out, skipped = ['<div class="figs">'], []
+    for item in items:
+        if isinstance(item, Rendered):
+            svg, png = item.files.get("svg"), item.files.get("png")
+            src = f"{rel_prefix}figures/{svg.name}" if svg else f"{rel_prefix}figures/{png.name}"
+            alt_link = f' (<a href="{rel_prefix}figures/{png.name}">PNG</a>)' if png else ""
+            out.append(
+                f'<figure><img src="{escape(src)}" alt="{escape(item.title)}">'
+                f"<figcaption><b>{escape(item.title)}</b>. {escape(item.caption)}{alt_link}</figcaption></figure>"  # noqa: E501
+            )
+        elif isinstance(item, Skipped):
+            skipped.append(item)
+    out.append("</div>")
+    if skipped:
+        out.append(
+            "<ul>"
+            + "".join(
+                f'<li class="skip">Figure skipped: <b>{escape(s.title)}</b>: input missing ({escape(s.reason)}).</li>'
+                for s in skipped
+            )
+            + "</ul>"
+        )
+    return "\n".join(out)
+
+
+def _lock_row(prov: Provenance) -> str:
+    """The environment lock's sha256 (each file) and whether the installed versions are the locked ones."""
+    if not prov.lock:
+        return ""
+    files = ", ".join(f"<code>{escape(name)}</code> sha256 <code>{escape(digest)}</code>"
+                      for name, digest in prov.lock.items())
+    if prov.lock.get("requirements.lock") == "missing":
+        state = "no lock file: versions not checked"
+    elif prov.lock_mismatches:
+        state = ("<b>installed versions differ from the lock</b>: "
+                 + ", ".join(escape(m) for m in prov.lock_mismatches))
+    else:
+        state = "installed versions = the lock"
+    return (f'<tr><th style="text-align:left">lock</th><td style="text-align:left;white-space:normal">{files}; '
+            f"{state}</td></tr>")
+
+
+def run_devices_html(devices: pd.DataFrame | None) -> str:
+    """The device the family's runs trained on (their train_stats.json), one row per device."""
+    if devices is None or devices.empty:
+        return '<p class="note">No train_stats.json for this page: the runs\' device is unknown.</p>'
+    rows = []
+    for (device, name), group in devices.groupby(["device", "device_name"], sort=True):
+        methods = ", ".join(f"{m} ({n})" for m, n in zip(group["method"], group["runs"], strict=True))
+        rows.append(
+            f'<tr><td style="text-align:left"><code>{escape(device)}</code></td><td style="text-align:left">'
+            f'{escape(name)}</td><td>{int(group["runs"].sum())}</td>'
+            f'<td style="text-align:left;white-space:normal">{escape(methods)}</td></tr>'
+        )
+    return (
+        "<h3>Device of the runs (train_stats.json: device, device_name)</h3><table class=\"run-devices\"><thead>"
+        "<tr><th>device</th><th>device name</th><th>runs</th><th>methods (runs)</th></tr></thead><tbody>"
+        + "".join(rows) + "</tbody></table>"
+    )
+
+
+def provenance_html(prov: Provenance, family: str | None = None, datasets: list[str] | None = None,
+                    devices: pd.DataFrame | None = None) -> str:
+    """The provenance block; ``devices`` (``provenance.read_run_devices``) adds where the family's runs
+    trained, which on a cluster is not the machine that built the report (the "report built on" row)."""
+    dirty = {True: "dirty (uncommitted changes)", False: "clean", None: "unknown"}[prov.git_dirty]
+    out = [
+        "<table>",
+        f'<tr><th style="text-align:left">config</th><td style="text-align:left"><code>{escape(prov.config_path)}</code> '  # noqa: E501
+        f"sha256 <code>{escape(prov.config_sha256[:16])}</code></td></tr>",
+        f'<tr><th style="text-align:left">git</th><td style="text-align:left"><code>{escape(prov.git_commit)}</code> '  # noqa: E501
+        f"({escape(dirty)})</td></tr>",
+        f'<tr><th style="text-align:left">report built on</th><td style="text-align:left">{escape(prov.device)}</td></tr>',  # noqa: E501
+        f'<tr><th style="text-align:left">python</th><td style="text-align:left">{escape(prov.python)}</td></tr>',  # noqa: E501
+        '<tr><th style="text-align:left">packages</th><td style="text-align:left;white-space:normal">'
+        + ", ".join(f"{escape(k)} {escape(v)}" for k, v in prov.packages.items())
+        + "</td></tr>",
+        _lock_row(prov),
+        "</table>",
+    ]
+    if family is not None:
+        out.append(run_devices_html(devices))
+    bench = prov.benchmarks
+    if family is not None and not bench.empty:
+        bench = bench[bench["job"].str.contains(family, regex=False) | bench["rule"].str.contains(family, regex=False)]
+    if bench.empty:
+        out.append('<p class="note">No job records (.uqcal/records/&lt;rule&gt;/...) for this page.</p>')
+    else:
+        per_rule = (
+            bench.groupby("rule")
+            .agg(jobs=("seconds", "size"), total_s=("seconds", "sum"), max_s=("seconds", "max"),
+                 cpu_s=("cpu_seconds", "sum"), rss_mb=("max_rss_mb", "max"))
+            .reset_index()
+        )
+        out.append(
+            "<h3>Time and memory per rule (as each job measured itself: its record in .uqcal/records)"
+            "</h3><table><thead><tr><th>rule</th><th>jobs</th><th>total wall s</th><th>max wall s</th>"
+            "<th>total CPU s</th><th>peak RSS MB</th></tr></thead><tbody>"
+        )
+        out.extend(
+            f'<tr><td style="text-align:left">{escape(r.rule)}</td><td>{r.jobs}</td><td>{r.total_s:.1f}</td>'
+            f"<td>{r.max_s:.1f}</td><td>{r.cpu_s:.1f}</td><td>{r.rss_mb:.0f}</td></tr>"
+            for r in per_rule.itertuples(index=False)
+        )
+        out.append("</tbody></table>")
+    records = prov.datasets if datasets is None else {k: v for k, v in prov.datasets.items() if k in datasets}
+    if datasets is not None:
+        missing = [d for d in datasets if d not in records]
+    else:
+        missing = []
+    if records:
+        out.append("<h3>Dataset provenance (data/raw/&lt;name&gt;.json)</h3>")
+        for name, record in records.items():
+            out.append(
+                f"<details><summary>{escape(name)}</summary><pre>{escape(json.dumps(record, indent=2, sort_keys=True))}"  # noqa: E501
+                "</pre></details>"
+            )
+    if missing:
+        out.append(f'<p class="note">No provenance record for: {escape(", ".join(missing))}.</p>')
+    return "\n".join(out)

@@ -1,0 +1,461 @@
+"""Paper-layout tables: rows = (dataset, setting), columns = methods, our mean ± std over seeds, bold where
+not significantly different from the row's best by a paired test at 5 %, the paper's value alongside."""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from uqcal.metrics.stats import PAIRED_TESTS, paired_pvalue
+from uqcal.pipeline.reference import DatasetRelation, Reference
+
+TESTS = PAIRED_TESTS
+
+# A table none of whose methods ran: which configs hold what the default's 30-minute budget leaves out.
+NOT_RUN = ("this config does not run it (config/extended.yaml, config/fewshot-extended.yaml and "
+           "config/paper.yaml hold what the default run's budget leaves out: README.md, \"Configs\").")
+
+
+def significance_marks(values: dict[int, float], reference: dict[int, float], alpha: float = 0.05) -> str:
+    """RIO Table 1's marks: † if a paired t-test, ‡ if a Wilcoxon signed-rank test over the shared seeds
+    says the method differs from the reference method at level alpha."""
+    shared = sorted(set(values) & set(reference))
+    if len(shared) < 2:
+        return ""
+    a, b = [values[s] for s in shared], [reference[s] for s in shared]
+    return "".join(symbol for symbol, test in (("†", "ttest"), ("‡", "wilcoxon")) if paired_pvalue(a, b, test) < alpha)
+
+
+def not_worse_than_best(
+    per_seed: dict[str, dict[int, float]],
+    lower_is_better: bool = True,
+    test: str = "ttest",
+    alpha: float = 0.05,
+) -> tuple[str | None, set[str]]:
+    """The best method by mean and every method a paired test (over shared seeds) cannot tell apart from it.
+
+    A method sharing fewer than two seeds with the best cannot be tested and is not marked.
+    """
+    means = {m: float(np.mean(list(v.values()))) for m, v in per_seed.items() if v}
+    if not means:
+        return None, set()
+    best = (min if lower_is_better else max)(means, key=means.get)
+    marked = {best}
+    for method, values in per_seed.items():
+        if method == best or not values:
+            continue
+        shared = sorted(set(values) & set(per_seed[best]))
+        if len(shared) < 2:
+            continue
+        p = paired_pvalue([values[s] for s in shared], [per_seed[best][s] for s in shared], test)
+        if p >= alpha:
+            marked.add(method)
+    return best, marked
+
+
+@dataclass
+class Cell:
+    mean: float | None = None
+    std: float | None = None
+    n: int = 0
+    bold: bool = False
+    paper: dict | None = None  # reference record
+    verdict: str = ""  # within | outside | no spread | stand-in | ""
+    marks: str = ""  # "†" / "‡": differs from the marks_against method (paired t-test / Wilcoxon, 5 %)
+    failed_runs: int = 0  # runs of this cell whose fit failed (fit_failures > 0 in train_stats.json)
+    checked_runs: int = 0  # runs of this cell
+
+
+@dataclass
+class Row:
+    dataset: str
+    setting: str
+    relation: DatasetRelation
+    cells: dict[tuple[str, str], Cell] = field(default_factory=dict)  # (metric, method) -> Cell
+
+
+@dataclass
+class BuiltTable:
+    id: str
+    title: str
+    caption: str
+    metrics: list[str]
+    methods: list[str]
+    rows: list[Row]
+    lower_is_better: dict[str, bool]
+    targets: dict[str, float]
+    test: str
+    paper_table: dict | None
+    paper_methods: dict[str, set[str]]  # metric -> methods with any paper value in this table
+    not_run: list[str]
+    notes: list[str]
+    marks_against: str | None = None
+    failed_cells: int = 0  # cells with a failed fit (marked ⚠)
+
+
+FAILURE_MARK = "⚠"
+FAILURE_NOTE = (f"{FAILURE_MARK} k/n: k of the n runs behind the cell had a failed fit (fit_failures > 0 in their "
+                "train_stats.json: the optimiser reported a non-finite loss, a Cholesky failure after jitter, or an "
+                "abnormal stop). Their numbers are included as they came out.")
+
+
+def fit_failure_counts(failures: pd.DataFrame | None) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """(dataset, setting, method) -> (runs with fit_failures > 0, runs)."""
+    if failures is None or failures.empty:
+        return {}
+    grouped = failures.assign(failed=failures["fit_failures"] > 0).groupby(["dataset", "setting", "method"])
+    return {key: (int(g["failed"].sum()), len(g)) for key, g in grouped}
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    magnitude = abs(value)
+    if magnitude != 0 and (magnitude >= 1e4 or magnitude < 1e-3):
+        return f"{value:.2e}"
+    return f"{value:.{digits}f}"
+
+
+def spread_verdict(ours: float, paper: dict, relation: DatasetRelation) -> str:
+    """Same dataset: is our mean within the paper's mean ± reported std? Stand-in: not comparable."""
+    if relation.kind != "same":
+        return "stand-in"
+    if paper.get("std") is None:
+        return "no spread"
+    return "within" if abs(ours - float(paper["mean"])) <= float(paper["std"]) else "outside"
+
+
+def build_table(
+    spec: dict,
+    summary: pd.DataFrame,
+    runs: pd.DataFrame,
+    reference: Reference,
+    relations: dict[str, DatasetRelation],
+    failures: pd.DataFrame | None = None,
+) -> BuiltTable:
+    """One table from its spec entry (id, title, metric(s), methods, lower_is_better, test, paper_table).
+
+    ``failures`` (dataset, setting, method, seed, fit_failures), one row per run that reported a count,
+    marks the cells with a failed fit."""
+    failure_counts = fit_failure_counts(failures)
+    metrics = list(spec.get("metrics") or [spec["metric"]])
+    test = spec.get("test", "ttest")
+    if test not in TESTS:
+        raise ValueError(f"table {spec.get('id')!r}: test must be one of {TESTS}, got {test!r}")
+    lib = spec.get("lower_is_better", True)
+    lower = {m: (lib[m] if isinstance(lib, dict) else bool(lib)) for m in metrics}
+    alpha = float(spec.get("alpha", 0.05))
+    # metrics with a nominal value (interval coverage): best = closest to it, tested on |value − target|
+    targets = {m: float(t) for m, t in (spec.get("target") or {}).items() if m in metrics}
+    paper_units = {m: float(f) for m, f in (spec.get("paper_units") or {}).items()}
+    lower.update({m: True for m in targets})
+    ours_all = summary
+    ours = summary[summary["metric"].isin(metrics)]
+    if spec.get("settings"):
+        ours = ours[ours["setting"].isin([str(s) for s in spec["settings"]])]
+    if spec.get("datasets"):
+        ours = ours[ours["dataset"].isin(spec["datasets"])]
+    spec_methods = list(spec.get("methods") or [])
+    present = list(dict.fromkeys(ours["method"]))
+    methods = [m for m in spec_methods if m in present] + [
+        m for m in present if m not in spec_methods and not spec.get("only_listed_methods")
+    ]
+    not_run = [m for m in spec_methods if m not in present]
+    paper_table = reference.tables.get(spec.get("paper_table", ""))
+    relevant = runs[runs["metric"].isin(metrics)] if not runs.empty else runs
+    rows: list[Row] = []
+    if not methods:  # none of the table's methods ran: the table is 'not run', not a row of blanks
+        ours = ours.iloc[0:0]
+    for (dataset, setting), block in ours.groupby(["dataset", "setting"], sort=False):
+        relation = relations.get(dataset) or DatasetRelation(dataset, None, "none")
+        row = Row(dataset, str(setting), relation)
+        for metric in metrics:
+            per_seed: dict[str, dict[int, float]] = {}
+            if not relevant.empty:
+                sel = relevant[
+                    (relevant["dataset"] == dataset)
+                    & (relevant["setting"] == setting)
+                    & (relevant["metric"] == metric)
+                    & relevant["method"].isin(methods)
+                ]
+                for method, group in sel.groupby("method"):
+                    shift = targets.get(metric)
+                    if shift is not None:
+                        group = group.assign(value=(group["value"] - shift).abs())
+                    per_seed[method] = dict(zip(group["seed"].astype(int), group["value"].astype(float), strict=False))
+            _, marked = not_worse_than_best(per_seed, lower[metric], test, alpha)
+            against = spec.get("marks_against")
+            for method in methods:
+                hit = block[(block["metric"] == metric) & (block["method"] == method)]
+                cell = Cell()
+                if not hit.empty:
+                    rec = hit.iloc[0]
+                    cell.mean = float(rec["mean"])
+                    cell.std = None if pd.isna(rec["std"]) else float(rec["std"])
+                    cell.n = int(rec["n"]) if not pd.isna(rec["n"]) else 0
+                    cell.bold = method in marked
+                    if against and method != against and against in per_seed and method in per_seed:
+                        cell.marks = significance_marks(per_seed[method], per_seed[against], alpha)
+                    cell.failed_runs, cell.checked_runs = failure_counts.get((dataset, str(setting), method), (0, 0))
+                if paper_table is not None and relation.paper is not None:
+                    cell.paper = reference.value(paper_table["id"], relation.paper, str(setting), method, metric)
+                    factor = paper_units.get(metric)  # e.g. the paper prints % where we store fractions
+                    if cell.paper is not None and factor is not None:
+                        std = cell.paper.get("std")
+                        cell.paper = {
+                            **cell.paper,
+                            "mean": float(cell.paper["mean"]) * factor,
+                            "std": None if std is None else float(std) * factor,
+                        }
+                    if cell.paper is not None and cell.mean is not None:
+                        cell.verdict = spread_verdict(cell.mean, cell.paper, relation)
+                row.cells[(metric, method)] = cell
+        rows.append(row)
+    paper_methods: dict[str, set[str]] = {m: set() for m in metrics}
+    for row in rows:
+        for (metric, method), cell in row.cells.items():
+            if cell.paper is not None:
+                paper_methods[metric].add(method)
+    notes = []
+    stand_ins = {r.dataset: r.relation for r in rows if r.relation.kind == "stand_in"}
+    for name, rel in stand_ins.items():
+        target = f"the paper's {rel.paper}" if rel.paper else "a paper dataset"
+        notes.append(
+            f"Stand-in: our dataset '{name}' stands in for {target} ({rel.note}); "
+            "paper values beside it are for a different dataset and are not comparable."
+        )
+    failed_cells = sum(1 for r in rows for c in r.cells.values() if c.failed_runs)
+    if failed_cells:
+        notes.insert(0, FAILURE_NOTE)
+    for name, rel in {r.dataset: r.relation for r in rows if r.relation.kind == "same"}.items():
+        notes.append(
+            f"Same data: our '{name}' is the paper's '{rel.paper}'; 'within' means our mean lies "
+            "inside the paper's mean ± reported std."
+        )
+    return BuiltTable(
+        id=spec["id"],
+        title=spec.get("title", spec["id"]),
+        caption=fill_caption(spec.get("caption", paper_table["caption"] if paper_table else ""), ours_all, rows),
+        metrics=metrics,
+        methods=methods,
+        rows=rows,
+        lower_is_better=lower,
+        targets=targets,
+        test=test,
+        paper_table=paper_table,
+        paper_methods=paper_methods,
+        not_run=not_run,
+        notes=notes,
+        marks_against=spec.get("marks_against"),
+        failed_cells=failed_cells,
+    )
+
+
+def _failure_text(cell: Cell) -> str:
+    return f" {FAILURE_MARK} {cell.failed_runs}/{cell.checked_runs}" if cell.failed_runs else ""
+
+
+def fill_caption(caption: str, summary: pd.DataFrame, rows: list[Row]) -> str:
+    """Replace ``{value:<metric>}`` by that metric's mean over the table's rows (a range if they differ),
+    so a caption can state e.g. the real number of test episodes per run instead of the paper's."""
+    import re
+
+    def value(match: re.Match) -> str:
+        keys = {(r.dataset, r.setting) for r in rows}
+        sel = summary[(summary["metric"] == match.group(1))]
+        sel = sel[[(d, str(s)) in keys for d, s in zip(sel["dataset"], sel["setting"], strict=False)]]
+        if sel.empty:
+            return "?"
+        lo, hi = float(sel["mean"].min()), float(sel["mean"].max())
+        return f"{lo:g}" if lo == hi else f"{lo:g}–{hi:g}"
+
+    return re.sub(r"\{value:([A-Za-z0-9_]+)\}", value, caption)
+
+
+def _cell_text(cell: Cell) -> str:
+    if cell.mean is None:
+        return "–"
+    text = fmt(cell.mean)
+    if cell.std is not None:
+        text += f" ± {fmt(cell.std)}"
+    return text + cell.marks
+
+
+def _paper_text(cell: Cell) -> str:
+    if cell.paper is None:
+        return "–"
+    text = fmt(float(cell.paper["mean"]))
+    if cell.paper.get("std") is not None:
+        text += f" ± {fmt(float(cell.paper['std']))}"
+    return f"{text} ({cell.verdict})" if cell.verdict else text
+
+
+def _marks_note(table: BuiltTable, names: dict[str, str]) -> str:
+    against = names.get(table.marks_against, table.marks_against)
+    return (f"† / ‡: the difference from {against} is significant at 5 % by a paired t-test / Wilcoxon "
+            "signed-rank test over seeds (as in the paper's Table 1).")
+
+
+def _headers(table: BuiltTable, names: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(metric, method, kind) per column; kind is 'ours' or 'paper'."""
+    cols = []
+    for metric in table.metrics:
+        for method in table.methods:
+            cols.append((metric, method, "ours"))
+            if method in table.paper_methods[metric]:
+                cols.append((metric, method, "paper"))
+    return cols
+
+
+def _direction(table: BuiltTable, metric: str) -> str:
+    if metric in table.targets:
+        return f"→ {table.targets[metric]:g}"
+    return "↓" if table.lower_is_better[metric] else "↑"
+
+
+def to_markdown(table: BuiltTable, names: dict[str, str] | None = None) -> str:
+    names = names or {}
+    cols = _headers(table, names)
+    multi = len(table.metrics) > 1
+    head = ["dataset", "setting"] + [
+        (f"{metric} {_direction(table, metric)} " if multi or True else "")
+        + names.get(method, method)
+        + (" (paper)" if kind == "paper" else "")
+        for metric, method, kind in cols
+    ]
+    lines = [f"### {table.title}", "", table.caption, ""]
+    if not table.rows:
+        lines.append(f"_No results for this table: {NOT_RUN}_")
+    else:
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+        for row in table.rows:
+            cells = [row.relation.label(), row.setting]
+            for metric, method, kind in cols:
+                cell = row.cells[(metric, method)]
+                if kind == "paper":
+                    cells.append(_paper_text(cell))
+                else:
+                    text = _cell_text(cell)
+                    cells.append((f"**{text}**" if cell.bold and cell.mean is not None else text) + _failure_text(cell))
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    lines.append("")
+    lines.append(
+        f"Mean ± std over seeds. Bold: not significantly different from the row's best "
+        f"(paired {table.test} over seeds, 5 %)."
+    )
+    if table.marks_against:
+        lines.append(f"- {_marks_note(table, names)}")
+    for note in table.notes:
+        lines.append(f"- {note}")
+    if table.not_run:
+        lines.append(f"- Not run: {', '.join(table.not_run)}.")
+    return "\n".join(lines) + "\n"
+
+
+def to_html(table: BuiltTable, names: dict[str, str] | None = None) -> str:
+    names = names or {}
+    esc = html.escape
+    cols = _headers(table, names)
+    out = [
+        f'<figure class="table" id="table-{esc(table.id)}">',
+        f"<figcaption><b>{esc(table.title)}</b>"
+        + (f" (paper: {esc(table.paper_table['table'])})" if table.paper_table else "")
+        + f". {esc(table.caption)}</figcaption>",
+    ]
+    if not table.rows:
+        out.append(f'<p class="notrun">No results for this table: {esc(NOT_RUN)}</p>')
+    else:
+        out.append('<table class="results">')
+        top = ['<th rowspan="2">dataset</th><th rowspan="2">setting</th>']
+        for metric in table.metrics:
+            span = sum(1 for c in cols if c[0] == metric)
+            top.append(f'<th colspan="{span}">{esc(metric)} {_direction(table, metric)}</th>')
+        out.append("<thead><tr>" + "".join(top) + "</tr><tr>")
+        out.append(
+            "".join(
+                f'<th class="{kind}">{esc(names.get(method, method))}{" (paper)" if kind == "paper" else ""}</th>'  # noqa: E501
+                for _, method, kind in cols
+            )
+            + "</tr></thead><tbody>"
+        )
+        for row in table.rows:
+            kind_class = {"same": "same", "stand_in": "standin"}.get(row.relation.kind, "")
+            tds = [
+                f'<td class="ds {kind_class}">{esc(row.relation.label())}</td>',
+                f"<td>{esc(row.setting)}</td>",
+            ]
+            for metric, method, kind in cols:
+                cell = row.cells[(metric, method)]
+                if kind == "paper":
+                    tds.append(
+                        f'<td class="paper {esc(cell.verdict.replace(" ", "-"))}">{esc(_paper_text(cell))}</td>'  # noqa: E501
+                    )
+                else:
+                    text = esc(_cell_text(cell))
+                    title = f' title="n={cell.n}"' if cell.mean is not None else ""
+                    failed = ""
+                    if cell.failed_runs:
+                        title = (f' title="n={cell.n}; {cell.failed_runs} of {cell.checked_runs} runs had a failed '
+                                 'fit (fit_failures &gt; 0)"')
+                        failed = f' <span class="fitfail">{esc(_failure_text(cell).strip())}</span>'
+                    klass = ' class="fitfail"' if cell.failed_runs else ""
+                    tds.append(
+                        f"<td{title}{klass}><b>{text}</b>{failed}</td>"
+                        if cell.bold and cell.mean is not None
+                        else f"<td{title}{klass}>{text}{failed}</td>"
+                    )
+            out.append("<tr>" + "".join(tds) + "</tr>")
+        out.append("</tbody></table>")
+    out.append('<ul class="tablenotes">')
+    out.append(
+        f"<li>Mean ± std over seeds. <b>Bold</b>: not significantly different from the row's best "
+        f"(paired {esc(table.test)} across seeds, 5 %).</li>"
+    )
+    if table.marks_against:
+        out.append(f"<li>{esc(_marks_note(table, names))}</li>")
+    out.extend(f"<li>{esc(note)}</li>" for note in table.notes)
+    if table.not_run:
+        out.append(f'<li class="notrun">Not run: {esc(", ".join(table.not_run))}.</li>')
+    out.append("</ul>")
+    if table.paper_table:
+        out.append(paper_table_html(table.paper_table, names))
+    out.append("</figure>")
+    return "\n".join(out)
+
+
+def paper_table_html(paper_table: dict, names: dict[str, str]) -> str:
+    """The published table as transcribed (collapsed), so it is visible even where we did not run."""
+    esc = html.escape
+    frame = pd.DataFrame(paper_table["records"])
+    frame["value"] = [
+        fmt(float(m)) + ("" if s is None or pd.isna(s) else f" ± {fmt(float(s))}")
+        for m, s in zip(frame["mean"], frame.get("std", [None] * len(frame)), strict=False)
+    ]
+    frame["column"] = [
+        f"{metric}: {names.get(method, method)}" for metric, method in zip(frame["metric"], frame["method"], strict=False)
+    ]
+    wide = frame.pivot_table(index=["dataset", "setting"], columns="column", values="value", aggfunc="first", sort=False)
+    cols = list(dict.fromkeys(frame["column"]))
+    wide = wide.reindex(columns=cols)
+    out = [
+        f"<details><summary>Published {esc(paper_table['table'])} as transcribed</summary>",
+        '<table class="paperref"><thead><tr><th>dataset</th><th>setting</th>'
+        + "".join(f"<th>{esc(c)}</th>" for c in cols)
+        + "</tr></thead><tbody>",
+    ]
+    for (dataset, setting), values in wide.iterrows():
+        out.append(
+            f"<tr><td>{esc(str(dataset))}</td><td>{esc(str(setting))}</td>"
+            + "".join(f"<td>{esc('' if pd.isna(v) else str(v))}</td>" for v in values)
+            + "</tr>"
+        )
+    out.append("</tbody></table>")
+    if paper_table.get("note"):
+        out.append(f'<p class="note">{esc(paper_table["note"])}</p>')
+    out.append("</details>")
+    return "\n".join(out)

@@ -1,0 +1,21 @@
+"""`uqcal aggregate`: a family's metrics.json files -> results/<family>/summary.csv."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from uqcal.pipeline.jobs import running
+
+LOG = logging.getLogger("uqcal")
+
+
+def run(args) -> int:
+    from uqcal.pipeline.aggregate import aggregate_family
+
+    with running(args, "aggregate", (args.family,), elsewhere=args.out is not None) as spec:
+        job = spec["job"]
+        out = Path(args.out or f"{args.results_dir}/{job['family']}/summary.csv")
+        summary = aggregate_family(job["family"], job["family_config"], Path(args.results_dir), out)
+        LOG.info("aggregated %d rows -> %s", len(summary), out)
+    return 0
