@@ -29,7 +29,7 @@ def test_shipped_configs_are_valid(name):
 def test_extended_config_repeats_every_default_run_exactly():
     """config/extended.yaml adds runs to the default; every default run is the same job there, so a
     results/ tree of the default run is reused rather than retrained."""
-    from uqcal.config import run_job
+    from uqcal.pipeline.config import run_job
 
     default, extended = load_config(REPO / "config/config.yaml"), load_config(REPO / "config/extended.yaml")
     runs = list(iter_runs(default))

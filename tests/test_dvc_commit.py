@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from uqcal.dvc import commit_targets
+from uqcal.pipeline.dvc import commit_targets
 
 # materialise -> split -> train a -> train b (reads a) -> aggregate -> report; a second family beside it.
 STAGES = {
