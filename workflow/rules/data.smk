@@ -19,6 +19,9 @@ rule materialise:
     conda:
         "../envs/uqcal.yaml"
     threads: 1
+    # Seconds of work that every train job waits for: first, so that no chain of train jobs starts late
+    # (Snakemake does not pass a job's priority on to the jobs it depends on).
+    priority: 10
     resources:
         mem_mb=4000,
         runtime=30,
@@ -38,6 +41,7 @@ rule split:
     conda:
         "../envs/uqcal.yaml"
     threads: 1
+    priority: 10  # as materialise
     resources:
         mem_mb=4000,
         runtime=30,
