@@ -166,5 +166,5 @@ def commit_targets(stages: dict, done: list[str]) -> tuple[list[str], list[str]]
     covered = [name for name in done if all_upstream_done(name)]
     read_by_covered = {up for name in covered for up in upstream[name]}
     leaves = [name for name in covered if name not in read_by_covered]
-    alone = [name for name in done if name not in set(covered)]
+    alone = [name for name in done if not closed[name]]
     return leaves, alone
