@@ -1,4 +1,5 @@
 # Shared set-up: validate the config, build the run plan, and write each job's spec (uqcal.pipeline.jobs).
+from functools import cache
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -76,9 +77,19 @@ def job_inputs(rule):
     return inputs
 
 
+@cache
+def _train_resources(family, dataset, method):
+    return J.resources(UQ, family, dataset, method)
+
+
 def train_resource(w, key):
-    """families.<f>.resources, overridden per dataset, then per method (uqcal.pipeline.jobs.resources)."""
-    return J.resources(UQ, w.family, w.dataset, w.method).get(key)
+    """families.<f>.resources, overridden per dataset, then per method (uqcal.pipeline.jobs.resources).
+
+    Cached: Snakemake re-evaluates every waiting job's resources, threads and priority on each pass of its
+    scheduling loop (thousands of passes in a default run; workflow/profiles/default/config.yaml), and the
+    config does not change during a run.
+    """
+    return _train_resources(w.family, w.dataset, w.method).get(key)
 
 
 # A partition in the config reaches sbatch (-p); without one, the rule declares none, so that
