@@ -125,8 +125,9 @@ def check_best(claim: dict, ctx: ClaimContext) -> ClaimResult:
     return _finish(claim, evidence, len(wide), f"{method} has no {metric} results beside another method")
 
 
-def check_within_paper_spread(claim: dict, ctx: ClaimContext) -> ClaimResult:
-    """Our mean lies within the paper's mean ± std, on datasets that are the paper's own."""
+def _spread_check(claim: dict, ctx: ClaimContext, describe_ours, note: str = "") -> ClaimResult:
+    """Our mean within the paper's mean ± std, on datasets that are the paper's own; ``describe_ours(rec)``
+    writes our side of each evidence line and ``note`` ends it."""
     check = claim["check"]
     metric, table_id = check["metric"], check["paper_table"]
     methods = check.get("methods")
@@ -146,7 +147,7 @@ def check_within_paper_spread(claim: dict, ctx: ClaimContext) -> ClaimResult:
         evidence.append(
             (
                 f"{rec.dataset} / {rec.setting} / {rec.method}",
-                f"ours {fmt(rec.mean)} vs paper {fmt(paper['mean'])} ± {fmt(paper['std'])} ({verdict})",
+                f"{describe_ours(rec)} vs paper {fmt(paper['mean'])} ± {fmt(paper['std'])} ({verdict}){note}",
                 verdict == "within",
             )
         )
@@ -156,6 +157,11 @@ def check_within_paper_spread(claim: dict, ctx: ClaimContext) -> ClaimResult:
         total,
         f"no run of {methods or 'any method'} on a paper dataset with a published spread for {metric}",
     )
+
+
+def check_within_paper_spread(claim: dict, ctx: ClaimContext) -> ClaimResult:
+    """Our mean lies within the paper's mean ± std, on datasets that are the paper's own."""
+    return _spread_check(claim, ctx, lambda rec: f"ours {fmt(rec.mean)}")
 
 
 def check_monotone(claim: dict, ctx: ClaimContext) -> ClaimResult:
@@ -293,38 +299,14 @@ def check_within_paper_repeat_spread(claim: dict, ctx: ClaimContext) -> ClaimRes
     whose ± is the std over repeats of a K-fold mean (``folds``, default 5): the evidence also gives our
     spread computed the same way, so the two spreads are read alike."""
     check = claim["check"]
-    metric, table_id, folds = check["metric"], check["paper_table"], int(check.get("folds", 5))
-    methods = check.get("methods")
-    frame = _filter(ctx.summary[ctx.summary["metric"] == metric], check)
-    per_seed = _per_seed(ctx, check, metric)
-    evidence, total = [], 0
-    for rec in frame.itertuples(index=False):
-        if methods and rec.method not in methods:
-            continue
-        relation = ctx.relations.get(rec.dataset)
-        if relation is None or relation.kind != "same":
-            continue
-        paper = ctx.reference.value(table_id, relation.paper, str(rec.setting), rec.method, metric)
-        if paper is None or paper.get("std") is None:
-            continue
-        total += 1
+    folds = int(check.get("folds", 5))
+    per_seed = _per_seed(ctx, check, check["metric"])
+
+    def describe_ours(rec) -> str:
         spread, n_repeats = _repeat_spread(per_seed.get((rec.dataset, str(rec.setting), rec.method), {}), folds)
-        ours = f"ours {fmt(rec.mean)}" + (f" ± {fmt(spread)} ({n_repeats} repeats)" if spread is not None else "")
-        verdict = spread_verdict(float(rec.mean), paper, relation)
-        evidence.append(
-            (
-                f"{rec.dataset} / {rec.setting} / {rec.method}",
-                f"{ours} vs paper {fmt(paper['mean'])} ± {fmt(paper['std'])} ({verdict}); ± = std over repeats "
-                f"of the {folds}-fold mean",
-                verdict == "within",
-            )
-        )
-    return _finish(
-        claim,
-        evidence,
-        total,
-        f"no run of {methods or 'any method'} on a paper dataset with a published spread for {metric}",
-    )
+        return f"ours {fmt(rec.mean)}" + (f" ± {fmt(spread)} ({n_repeats} repeats)" if spread is not None else "")
+
+    return _spread_check(claim, ctx, describe_ours, f"; ± = std over repeats of the {folds}-fold mean")
 
 
 def check_effect_contrast(claim: dict, ctx: ClaimContext) -> ClaimResult:
