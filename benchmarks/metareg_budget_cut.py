@@ -106,7 +106,8 @@ def main() -> None:
             p = S.paired_ttest(ours[m], full[m])[1]
             diff = np.asarray(full[m]) - np.asarray(ours[m])
             print(f"| {method} | {dataset} / {setting} | {m} | {np.mean(ours[m]):.3f} | {np.mean(cut[m]):.3f} | "
-                  f"{np.mean(full[m]):.3f} (diff {diff.mean():+.4f}) | {p:.3f} | {np.mean(steps[0]):.0f} / {np.mean(steps[1]):.0f} | "
+                  f"{np.mean(full[m]):.3f} (diff {diff.mean():+.4f}) | {p:.3f} | "
+                  f"{np.mean(steps[0]):.0f} / {np.mean(steps[1]):.0f} | "
                   f"{np.mean(cpu):.1f} |", flush=True)
 
 
