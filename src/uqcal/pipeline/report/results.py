@@ -83,7 +83,7 @@ def load_summary(results_dir: Path, family: str, runs: pd.DataFrame | None = Non
 FLOOR_METHOD = "floor"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _floor(n: int) -> float:
     return ece_floor(n)[0]  # ~0.6 s a size; the rows share a few sizes
 
