@@ -8,6 +8,11 @@ from the default run's results (same splits, same meta-test episodes), with a pa
 
 Run after the default run (`snakemake --cores 2 results/metareg/summary.csv`):
     PYTHONPATH=src python benchmarks/metareg_budget_cut.py [--methods mng mbd] [--datasets exam]
+
+Other variants (any method, any parameters; the default-config run is skipped with --no-cut):
+    ... --methods metacal --set patience=1000 --no-cut --per-seed   (metacal without the patience stop)
+With --per-seed, each split's values of the variant and of the reference (``--reference``, read from the
+default run's results) are printed, and the paired difference variant - reference.
 """
 
 from __future__ import annotations
@@ -43,6 +48,16 @@ def run(config: dict, method: str, dataset: str, setting: str, seed: int, overri
     return evaluate_predictions("metareg", frame), train_stats
 
 
+def _parse(item: str) -> tuple[str, object]:
+    key, _, value = item.partition("=")
+    for cast in (int, float):
+        try:
+            return key, cast(value)
+        except ValueError:
+            pass
+    return key, {"true": True, "false": False}.get(value.lower(), value)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="config/config.yaml")
@@ -51,32 +66,48 @@ def main() -> None:
     parser.add_argument("--settings", nargs="+", default=["ns10", "ns20"])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--epochs", type=int, default=1000, help="the cap with the rule alone")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="more parameters of the variant run (numbers parsed as such)")
+    parser.add_argument("--no-cut", action="store_true", help="skip the run as the default config has it")
+    parser.add_argument("--reference", default="metacal", help="method read from the default run's results")
+    parser.add_argument("--per-seed", action="store_true", help="print every split's values")
     args = parser.parse_args()
+    overrides = {"epochs": args.epochs, **dict(_parse(item) for item in args.set)}
     torch.set_num_threads(1)
     config = load_config(args.config)
-    print("| method | data / N_S | metric | metacal (default run) | as in the default config | with the rule, "
-          f"cap {args.epochs} | p (metacal vs rule, paired t) | steps (default / rule) | CPU s per split (rule) |")
+    print(f"| method | data / N_S | metric | {args.reference} (default run) | as in the default config | with the "
+          f"rule, {overrides} | p ({args.reference} vs rule, paired t) | steps (default / rule) | CPU s per split (rule) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for method, dataset, setting in itertools.product(args.methods, args.datasets, args.settings):
         cut, full, steps, cpu = {m: [] for m in METRICS}, {m: [] for m in METRICS}, ([], []), []
         ours = {m: [] for m in METRICS}
         for seed in range(args.seeds):
-            metrics, stats_cut = run(config, method, dataset, setting, seed, {})
+            if args.no_cut:
+                metrics, stats_cut = {m: np.nan for m in METRICS}, {"steps_run": np.nan}
+            else:
+                metrics, stats_cut = run(config, method, dataset, setting, seed, {})
             for m in METRICS:
                 cut[m].append(metrics[m])
-            metrics, stats_full = run(config, method, dataset, setting, seed, {"epochs": args.epochs})
+            metrics, stats_full = run(config, method, dataset, setting, seed, overrides)
             for m in METRICS:
                 full[m].append(metrics[m])
             steps[0].append(stats_cut["steps_run"])
             steps[1].append(stats_full["steps_run"])
             cpu.append(stats_full["cpu_seconds"])
-            reference = read_json(Path("results/metareg") / dataset / setting / "metacal" / f"seed{seed}" / "metrics.json")
+            reference = read_json(Path("results/metareg") / dataset / setting / args.reference / f"seed{seed}"
+                                  / "metrics.json")["metrics"]
             for m in METRICS:
                 ours[m].append(reference[m])
+            if args.per_seed:
+                print(f"  {method} {dataset}/{setting} seed {seed}: "
+                      + " ".join(f"{m} {metrics[m]:.4f} ({args.reference} {reference[m]:.4f})" for m in METRICS)
+                      + f" steps {stats_full['steps_run']} best {stats_full['best_step']}", flush=True)
         for m in METRICS:
             p = S.paired_ttest(ours[m], full[m])[1]
+            diff = np.asarray(full[m]) - np.asarray(ours[m])
             print(f"| {method} | {dataset} / {setting} | {m} | {np.mean(ours[m]):.3f} | {np.mean(cut[m]):.3f} | "
-                  f"{np.mean(full[m]):.3f} | {p:.3f} | {np.mean(steps[0]):.0f} / {np.mean(steps[1]):.0f} | "
+                  f"{np.mean(full[m]):.3f} (diff {diff.mean():+.4f}) | {p:.3f} | "
+                  f"{np.mean(steps[0]):.0f} / {np.mean(steps[1]):.0f} | "
                   f"{np.mean(cpu):.1f} |", flush=True)
 
 

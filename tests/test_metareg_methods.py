@@ -80,6 +80,7 @@ def test_pooled_ece_beside_the_per_query_set_ece():
     metrics = evaluate_predictions("metareg", pred)
     assert metrics["ece"] == pytest.approx(2.5 / 9, abs=1e-12)
     assert metrics["ece_pooled"] == pytest.approx(0.0, abs=1e-12)
+    assert metrics["n_query"] == 30 and metrics["n_query_pooled"] == 60  # the report's floors use these
 
 
 def _stop(curve, **rule):

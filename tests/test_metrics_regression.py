@@ -125,6 +125,26 @@ def test_ece_floor_of_a_calibrated_predictive_on_30_query_points(rng):
     assert simulated == pytest.approx(exact, abs=1.5e-3)
 
 
+def test_ece_floor_matches_exact_expectations():
+    # One point: p_hat(p) = 1{u <= p} with u uniform, so E|p_hat - p| = p(1-p) + (1-p)p = 2p(1-p);
+    # sum over P = .1..9 of p(1-p) = 1.65 -> mean over the 9 levels 2 * 1.65 / 9 = 0.36667 (by hand).
+    floor1, se1 = M.ece_floor(1, n_sim=20_000)
+    assert se1 < 0.002
+    assert floor1 == pytest.approx(2 * 1.65 / 9, abs=4 * se1)
+    # N_Q = 30 and the 360 / 900 pooled counts of the default run: exact binomial expectation (scipy).
+    for n in (30, 360, 900):
+        k = np.arange(n + 1)
+        exact = np.mean([(stats.binom.pmf(k, n, p) * np.abs(k / n - p)).sum() for p in R.ECE_LEVELS])
+        floor, se = M.ece_floor(n)
+        assert 0 < se < 0.001
+        assert floor == pytest.approx(exact, abs=4 * se)
+    # Deterministic given the seed; a different seed moves it by a few standard errors at most.
+    assert M.ece_floor(30) == M.ece_floor(30)
+    assert M.ece_floor(30, seed=1)[0] != M.ece_floor(30)[0]
+    with pytest.raises(ValueError, match="n_points"):
+        M.ece_floor(0)
+
+
 def test_ece_known_miscalibration_limit(rng):
     # pit = sqrt(U) has CDF p^2 -> ECE -> mean_p |p - p^2| = sum p(1-p) / 9
     # p(1-p): .09 .16 .21 .24 .25 .24 .21 .16 .09 -> 1.65 -> 1.65 / 9 = 0.18333

@@ -257,3 +257,31 @@ def test_significance_marks_follow_scipy_paired_tests():
     assert significance_marks(noisy, reference) == expected
     assert significance_marks(reference, reference) == ""
     assert significance_marks({0: 1.0}, {0: 2.0}) == ""  # one shared seed: untestable, no mark
+
+
+def test_ece_floor_column_from_the_rows_query_sizes():
+    # The pseudo-method 'floor' gets, per row, the expected ECE of a calibrated predictive at that row's
+    # count (n_query for ece, n_query_pooled for ece_pooled), checked against the exact binomial expectation.
+    import pandas as pd
+
+    from uqcal.metrics import ECE_LEVELS
+    from uqcal.pipeline.report.results import SUMMARY_COLUMNS, with_ece_floors
+
+    def exact(n):
+        k = np.arange(n + 1)
+        return np.mean([(stats.binom.pmf(k, n, p) * np.abs(k / n - p)).sum() for p in ECE_LEVELS])
+
+    rows = []
+    for dataset, pooled in (("ozone", 900), ("exam", 360)):
+        for method in ("metacal", "mdkl"):
+            rows += [(dataset, "ns10", method, "n_query", 30.0, 0.0, 5), (dataset, "ns10", method, "ece", 0.1, 0.01, 5),
+                     (dataset, "ns10", method, "n_query_pooled", float(pooled), 0.0, 5)]
+    summary = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    assert with_ece_floors(summary, None) is summary
+    out = with_ece_floors(summary, {"ece": "n_query", "ece_pooled": "n_query_pooled"})
+    floor = out[out["method"] == "floor"].set_index(["dataset", "metric"])["mean"]
+    assert len(out) == len(summary) + 4
+    for dataset, pooled in (("ozone", 900), ("exam", 360)):
+        assert floor[(dataset, "ece")] == pytest.approx(exact(30), abs=2e-3)
+        assert floor[(dataset, "ece_pooled")] == pytest.approx(exact(pooled), abs=5e-4)
+    assert floor[("exam", "ece_pooled")] > floor[("ozone", "ece_pooled")]

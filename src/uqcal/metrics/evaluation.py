@@ -60,6 +60,9 @@ def evaluate_predictions(family: str, pred: pd.DataFrame, ctx=None) -> dict[str,
         # predictive falls with the number of points (0.061 at 30, 0.011 at 900), so it resolves
         # differences that the per-query-set ECE's binomial floor hides.
         metrics["ece_pooled"] = regression_metrics(pred)["ece"]
+        # Query points per episode and in all: the report's ECE floors (M.ece_floor) are taken at these sizes.
+        metrics["n_query"] = float(pred.groupby("episode").size().mean())
+        metrics["n_query_pooled"] = float(len(pred))
         return metrics
     if family in REGRESSION_FAMILIES:
         return regression_metrics(pred, rio_z=family == "rio")

@@ -117,6 +117,22 @@ def ece_iwata(pit, levels=ECE_LEVELS) -> float:
     return float(np.mean(np.abs(levels - empirical_frequencies(pit, levels))))
 
 
+def ece_floor(n_points: int, levels=ECE_LEVELS, n_sim: int = 4000, seed: int = 0) -> tuple[float, float]:
+    """Expected :func:`ece_iwata` of a perfectly calibrated predictive on ``n_points`` points: (mean, s.e.).
+
+    A calibrated predictive has uniform PIT values, yet p_hat(p) ~ Binomial(N, p) / N, so its ECE on a
+    finite query set is E|p_hat - p| > 0 (Sec. 5.4's ECE is computed per query set of N_Q points). Simulated
+    with this module's own ECE (``n_sim`` sets of uniform PITs, fixed ``seed``), so it matches the metric
+    exactly; tests/test_metrics_regression.py checks it against the exact binomial expectation.
+    """
+    n_points, n_sim = int(n_points), int(n_sim)
+    if n_points < 1 or n_sim < 2:
+        raise ValueError(f"ece_floor needs n_points >= 1 and n_sim >= 2, got {n_points}, {n_sim}")
+    rng = np.random.default_rng(seed)
+    values = np.array([ece_iwata(rng.uniform(size=n_points), levels) for _ in range(n_sim)])
+    return float(values.mean()), float(values.std(ddof=1) / np.sqrt(n_sim))
+
+
 def ece_from_quantiles(y, quantiles: Mapping[float, object]) -> float:
     """Iwata & Kumagai's ECE when the quantiles h^{-1}(p|x) are given directly.
 

@@ -26,13 +26,14 @@ from uqcal.pipeline.report import html as H
 from uqcal.pipeline.report.claims import ClaimContext, ClaimResult, evaluate_claims
 from uqcal.pipeline.report.figures import FigureContext, build_figure, pit_values
 from uqcal.pipeline.report.provenance import Provenance, collect, read_run_devices
-from uqcal.pipeline.report.results import load_predictions, load_runs, load_summary
+from uqcal.pipeline.report.results import load_predictions, load_runs, load_summary, with_ece_floors
 from uqcal.pipeline.report.tables import FAILURE_MARK, BuiltTable, build_table, fit_failure_counts, to_html, to_markdown
 
 log = logging.getLogger("uqcal.pipeline.report")
 
 FAMILIES = ("metareg", "rio", "qr", "fewshot", "bo")
-SPEC_KEYS = {"title", "paper", "reference", "summary", "tables", "claims", "method_names", "figures", "dvc_plots"}
+SPEC_KEYS = {"title", "paper", "reference", "summary", "tables", "claims", "method_names", "figures", "dvc_plots",
+             "ece_floors"}
 
 
 def load_spec(family: str, spec_dir: Path | None = None) -> dict:
@@ -192,7 +193,7 @@ def build_family(
     fam_out = out_dir / family
     runs = load_runs(results_dir, family)
     summary = load_summary(results_dir, family, runs)
-    summary = summary.astype({"setting": str})
+    summary = with_ece_floors(summary.astype({"setting": str}), spec.get("ece_floors"))
     if not runs.empty:
         runs = runs.astype({"setting": str})
     reference = load_reference(reference_dir, spec.get("reference", family))

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+
+from uqcal.metrics import ece_floor
 
 SUMMARY_COLUMNS = ["dataset", "setting", "method", "metric", "mean", "std", "n"]
 RUN_COLUMNS = ["dataset", "setting", "method", "seed", "metric", "value"]
@@ -74,6 +78,35 @@ def load_summary(results_dir: Path, family: str, runs: pd.DataFrame | None = Non
             raise ValueError(f"{path}: missing columns {missing}; expected {SUMMARY_COLUMNS}")
         return frame[SUMMARY_COLUMNS]
     return summarise_runs(load_runs(results_dir, family) if runs is None else runs)
+
+
+FLOOR_METHOD = "floor"
+
+
+@functools.cache
+def _floor(n: int) -> float:
+    return ece_floor(n)[0]  # ~0.6 s a size; the rows share a few sizes
+
+
+def with_ece_floors(summary: pd.DataFrame, floors: dict | None) -> pd.DataFrame:
+    """Add the pseudo-method ``floor``: the expected ECE of a perfectly calibrated predictive per row.
+
+    ``floors`` maps an ECE metric to the count metric giving its number of points (metareg:
+    ``{ece: n_query, ece_pooled: n_query_pooled}``); the floor is :func:`uqcal.metrics.ece_floor` at that
+    count (rounded mean over the row's runs), so an ECE table shows it as one more column.
+    """
+    if not floors or summary.empty:
+        return summary
+    rows = []
+    for metric, count_metric in floors.items():
+        counts = summary[(summary["metric"] == count_metric) & (summary["method"] != FLOOR_METHOD)]
+        for (dataset, setting), group in counts.groupby(["dataset", "setting"], sort=False):
+            n = int(round(float(group["mean"].median())))
+            rows.append({"dataset": dataset, "setting": setting, "method": FLOOR_METHOD, "metric": metric,
+                         "mean": _floor(n), "std": np.nan, "n": np.nan})
+    if not rows:
+        return summary
+    return pd.concat([summary, pd.DataFrame(rows, columns=SUMMARY_COLUMNS)], ignore_index=True)
 
 
 def load_predictions(
