@@ -31,7 +31,7 @@ from uqcal.pipeline.report.tables import FAILURE_MARK, BuiltTable, build_table, 
 
 log = logging.getLogger("uqcal.pipeline.report")
 
-FAMILIES = ("metareg", "rio", "qr", "fewshot", "bo")
+FAMILIES = ("metareg", "rio", "qr", "fewshot", "bo", "arena")
 SPEC_KEYS = {"title", "paper", "reference", "summary", "tables", "claims", "method_names", "figures", "dvc_plots"}
 
 
