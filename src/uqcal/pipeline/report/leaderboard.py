@@ -110,11 +110,13 @@ def dataset_table(values: pd.DataFrame, metrics: list[str], targets: dict[str, f
 
 def rank_table(values: pd.DataFrame, rank_metrics: list[str], targets: dict[str, float]) -> tuple[pd.DataFrame, dict]:
     """Mean rank over datasets of each method per metric (rank of its mean over the seeds on each dataset)
-    and Friedman's p-value per metric."""
+    and Friedman's p-value per metric. Only methods with results on every dataset are ranked (a partial run)."""
     ranks, friedman = {}, {}
     for metric in rank_metrics:
         loss = loss_values(values[metric], metric, targets)
-        scores = loss.groupby(level=["dataset", "method"]).mean().unstack("method")
+        scores = loss.groupby(level=["dataset", "method"]).mean().unstack("method").dropna(axis=1, how="any")
+        if scores.shape[1] < 2:
+            continue
         ranks[metric] = average_ranks(scores)
         friedman[metric] = friedman_pvalue(scores)
     return pd.DataFrame(ranks), friedman
@@ -259,6 +261,10 @@ def build_leaderboard(spec: dict, runs: pd.DataFrame, results_dir: Path, family:
             write_text(path, _markdown_table(recal_header, recal_rows))
             files.append(path)
     ranks, friedman = rank_table(values, rank_metrics, targets)
+    if ranks.empty or rank_metrics[0] not in ranks:
+        parts.insert(1, "<p>Fewer than two methods have results on every dataset: no ranks yet.</p>")
+        return Leaderboard(per_dataset, ranks, math.nan, friedman, "\n".join(parts), files)
+    ranks = ranks.dropna(axis=0, how="any")
     n_datasets = values.index.get_level_values("dataset").nunique()
     cd = nemenyi_critical_difference(len(ranks), n_datasets, alpha) if len(ranks) >= 2 else math.nan
     rank_rows = [[escape(labels.get(m, m)), *(f"{ranks.loc[m, c]:.2f}" for c in ranks.columns)]
