@@ -158,6 +158,18 @@ def test_isotonic_recalibration_calibrates_an_overconfident_model(tmp_path):
     assert np.isfinite(metrics["nlpd"]) and np.isfinite(metrics["crps"])
 
 
+def test_isotonic_knots_start_at_zero_when_a_pit_is_exactly_zero():
+    """A wildly overconfident point has PIT Phi(z) = 0.0 in floating point (z < -38): the pinned (0, 0) knot
+    must stay (0, 0), not the average of the tie (a CDF with mass at minus infinity), found on boston."""
+    from uqcal.core.calibration import StandardisedRecalibration, isotonic_knots
+
+    pit = np.array([0.0, 0.2, 0.35, 0.5, 0.7, 0.9])
+    for endpoint_fix in (False, True):
+        u, r = isotonic_knots(pit, endpoint_fix=endpoint_fix)
+        assert (u[0], r[0]) == (0.0, 0.0)
+        assert StandardisedRecalibration(u, r).cdf(np.array([-50.0]))[0] == 0.0
+
+
 def test_every_gaussian_base_has_both_recalibrations_built_on_it():
     from uqcal.methods.arena import BASE_METHODS, METHODS, RECALIBRATED_BASES
 

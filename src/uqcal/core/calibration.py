@@ -106,6 +106,8 @@ def isotonic_knots(pit: np.ndarray, endpoint_fix: bool = False) -> tuple[np.ndar
     u, r = np.asarray(u, float), np.asarray(r, float)
     if u[0] > 0.0:  # sklearn may merge (0, 0) into a tie; App. B.1 needs the knot at 0
         u, r = np.concatenate([[0.0], u]), np.concatenate([[0.0], r])
+    elif r[0] > 0.0:  # a PIT of exactly 0 (Phi underflows below z = -38) tied with the pinned (0, 0): R(0) = 0
+        r = np.concatenate([[0.0], r[1:]])
     return u, r
 
 
