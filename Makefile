@@ -36,7 +36,7 @@ UPGRADE ?=
 COMPILE = CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_VENV)/bin/pip-compile -q --generate-hashes --strip-extras --no-emit-index-url --no-emit-find-links \
 	$(if $(UPGRADE),--upgrade)
 
-.PHONY: venv reproduce smoke test docs lint lock clean pull FORCE
+.PHONY: venv reproduce smoke arena test docs lint lock clean pull FORCE
 
 $(BIN)/uqcal: pyproject.toml $(LOCK) $(TORCH_LOCK) $(if $(wildcard $(TORCH_STAMP)),,FORCE)
 	rm -rf $(VENV)
@@ -66,6 +66,10 @@ reproduce: venv
 
 smoke: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES) --configfile config/smoke.yaml
+
+# The arena's leaderboard across the regression families (docs/arena.md): its own config, not the default run.
+arena: venv
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES) --configfile config/arena.yaml
 
 test: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" UQCAL_LOCKED_ENV=1 $(BIN)/python -m pytest -q

@@ -20,7 +20,7 @@ def _prepare(cfg):
     return prepare_config(cfg, REPO)
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "extended.yaml", "smoke.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "extended.yaml", "smoke.yaml", "arena.yaml"])
 def test_shipped_configs_are_valid(name):
     config = load_config(REPO / "config" / name)
     assert list(iter_runs(config)), f"{name} plans no runs"

@@ -217,7 +217,7 @@ def test_stats_xy_averages_logged_pairs_over_seeds(tmp_path):
     np.testing.assert_allclose(y, [3.0, 1.5])
 
 
-@pytest.mark.parametrize("family", ["metareg", "rio", "qr", "fewshot", "bo"])
+@pytest.mark.parametrize("family", ["metareg", "rio", "qr", "fewshot", "bo", "arena"])
 def test_shipped_report_specs_load_and_name_known_figure_types(family):
     from uqcal.pipeline.report.build import load_spec
 

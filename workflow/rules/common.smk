@@ -108,6 +108,7 @@ REPORT_TITLES = {
     "qr": "qr: quantile regularization",
     "fewshot": "fewshot: MD-BFSC (Ke et al.)",
     "bo": "bo: calibrated BO (Deshpande & Kuleshov)",
+    "arena": "arena: every regression method on the same splits",
 }
 
 

@@ -168,6 +168,29 @@ def kfold_split(table: Table, params: dict, seed: int) -> dict:
             **_standardisation(table, train)}
 
 
+def arena_split(table: Table, params: dict, seed: int) -> dict:
+    """One random train / validation / test partition per seed, shared by every method of the arena.
+
+    ``val_fraction`` and ``test_fraction`` are fractions of all rows. ``train`` is what every method fits on
+    (standardisation statistics from it alone); ``val`` is held out from every method and fits the post-hoc
+    recalibrations; ``holdout`` is the test part. ``test`` lists the validation rows first, then the test
+    rows: the rows every method predicts (the families' methods predict ``split["test"]``), so that a
+    recalibration reads its base run's validation predictions from the same file; the arena's evaluator
+    scores only the last ``len(holdout)`` rows (uqcal.metrics.evaluation).
+    """
+    n = len(table.frame)
+    test_fraction, val_fraction = float(params.get("test_fraction", 0.2)), float(params.get("val_fraction", 0.1))
+    n_test, n_val = int(round(test_fraction * n)), int(round(val_fraction * n))
+    if n_test < 1 or n_val < 2 or n - n_test - n_val < 2:
+        raise DataValidationError(f"dataset {table.name!r}: {n} rows with test_fraction {test_fraction} and "
+                                  f"val_fraction {val_fraction} leave {n - n_test - n_val} training / {n_val} "
+                                  f"validation / {n_test} test rows; the arena needs >= 2, >= 2 and >= 1")
+    perm = _rng(table.name, "arena", seed).permutation(n)
+    test, val, train = np.sort(perm[:n_test]), np.sort(perm[n_test:n_test + n_val]), np.sort(perm[n_test + n_val:])
+    return {"train": train.tolist(), "val": val.tolist(), "holdout": test.tolist(),
+            "test": val.tolist() + test.tolist(), **_standardisation(table, train)}
+
+
 # ----------------------------------------------------------------------------------------- few-shot
 def class_rows(labels: np.ndarray) -> dict[str, np.ndarray]:
     order = np.argsort(labels, kind="stable")
@@ -289,6 +312,7 @@ SPLITTERS = {
     "qr": kfold_split,
     "fewshot": fewshot_split,
     "bo": initial_design_split,
+    "arena": arena_split,
 }
 
 

@@ -169,6 +169,13 @@ def split_param_problems(family: str, params: dict, key: str) -> list[str]:
             problems.append(f"{key}.test_fraction: must be in (0, 1), got {frac!r}")
     elif family == "qr":
         problems.append(_positive_int(params, "folds", key, minimum=2))
+    elif family == "arena":
+        test, val = params.get("test_fraction", 0.2), params.get("val_fraction", 0.1)
+        for name, frac in (("test_fraction", test), ("val_fraction", val)):
+            if not isinstance(frac, (int, float)) or isinstance(frac, bool) or not 0 < frac < 1:
+                problems.append(f"{key}.{name}: must be in (0, 1), got {frac!r}")
+        if not problems and test + val >= 1:
+            problems.append(f"{key}: test_fraction + val_fraction = {test + val:g} leaves no training rows")
     elif family == "bo":
         problems.append(_positive_int(params, "n_init", key))
     return [p for p in problems if p]

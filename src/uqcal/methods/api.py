@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-FAMILIES = ("metareg", "rio", "qr", "fewshot", "bo")
+FAMILIES = ("metareg", "rio", "qr", "fewshot", "bo", "arena")
 
 
 @dataclass(frozen=True)

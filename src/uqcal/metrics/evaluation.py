@@ -64,6 +64,8 @@ def evaluate_predictions(family: str, pred: pd.DataFrame, ctx=None) -> dict[str,
         metrics["n_query"] = float(pred.groupby("episode").size().mean())
         metrics["n_query_pooled"] = float(len(pred))
         return metrics
+    if family == "arena":
+        return regression_metrics(arena_test_part(pred, ctx.load_split()))
     if family in REGRESSION_FAMILIES:
         return regression_metrics(pred, rio_z=family == "rio")
     if family == "fewshot":
@@ -71,6 +73,22 @@ def evaluate_predictions(family: str, pred: pd.DataFrame, ctx=None) -> dict[str,
     if family == "bo":
         return bo_trace_metrics(pred)
     raise ValueError(f"no evaluator for family {family!r}")
+
+
+def arena_test_part(pred: pd.DataFrame, split: dict) -> pd.DataFrame:
+    """The test rows of an arena run's predictions: its methods predict ``split["test"]``, the validation rows
+    first and then the test rows (uqcal.data.splits.arena_split); only the test rows are scored."""
+    n_val, n_test = len(split["val"]), len(split["holdout"])
+    if len(pred) != n_val + n_test:
+        raise ValueError(f"arena predictions have {len(pred)} rows; the split's validation + test parts have "
+                         f"{n_val} + {n_test}")
+    return pred.iloc[n_val:].reset_index(drop=True)
+
+
+def arena_validation_part(pred: pd.DataFrame, split: dict) -> pd.DataFrame:
+    """The validation rows of an arena run's predictions (what a post-hoc recalibration is fitted on)."""
+    arena_test_part(pred, split)  # the same shape check
+    return pred.iloc[: len(split["val"])].reset_index(drop=True)
 
 
 def bo_trace_metrics(pred: pd.DataFrame) -> dict[str, float]:

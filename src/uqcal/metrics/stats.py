@@ -229,6 +229,54 @@ def significantly_best(
     return winners
 
 
+def holm_adjust(pvalues) -> np.ndarray:
+    """Holm's (1979) step-down adjusted p-values, in the input order.
+
+    With p_(1) <= ... <= p_(m): adjusted p_(i) = max_{j <= i} min(1, (m - j + 1) p_(j)). Rejecting where the
+    adjusted value is <= alpha controls the family-wise error rate at alpha (the same as statsmodels'
+    ``multipletests(method="holm")``)."""
+    p = np.asarray(pvalues, float).ravel()
+    if p.size and (np.any(~np.isfinite(p)) or p.min() < 0 or p.max() > 1):
+        raise ValueError("p-values must be finite and in [0, 1]")
+    order = np.argsort(p, kind="stable")
+    m = p.size
+    stepped = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    adjusted = np.empty(m)
+    adjusted[order] = np.maximum.accumulate(stepped)
+    return adjusted
+
+
+def average_ranks(scores: pd.DataFrame, lower_is_better: bool = True) -> pd.Series:
+    """Mean rank of each column (method) over the rows (datasets): rank 1 is the best value in a row, tied
+    values share their average rank (Demsar 2006, Sec. 3.2.2). Rows with a missing value are dropped."""
+    complete = scores.dropna(axis=0, how="any")
+    if complete.empty:
+        raise ValueError("average_ranks: no row has a value for every method")
+    ranks = complete.rank(axis=1, method="average", ascending=lower_is_better)
+    return ranks.mean(axis=0)
+
+
+def friedman_pvalue(scores: pd.DataFrame, lower_is_better: bool = True) -> float:
+    """Friedman's test of equal mean ranks over the rows (scipy's chi-square form); NaN with < 2 rows or
+    < 3 methods (scipy needs three)."""
+    complete = scores.dropna(axis=0, how="any")
+    if len(complete) < 2 or complete.shape[1] < 3:
+        return math.nan
+    values = complete.to_numpy(float) * (1.0 if lower_is_better else -1.0)
+    if np.all(values == values[:, :1]):
+        return 1.0
+    return float(stats.friedmanchisquare(*values.T).pvalue)
+
+
+def nemenyi_critical_difference(k: int, n: int, alpha: float = 0.05) -> float:
+    """Critical difference of mean ranks for the Nemenyi test of k methods on n datasets (Demsar 2006,
+    Eq. 4): CD = q_alpha sqrt(k (k + 1) / (6 n)), q_alpha the studentised range quantile over sqrt 2."""
+    if k < 2 or n < 1:
+        raise ValueError(f"nemenyi_critical_difference needs k >= 2 methods and n >= 1 datasets, got {k}, {n}")
+    q_alpha = stats.studentized_range.ppf(1.0 - alpha, k, np.inf) / math.sqrt(2.0)
+    return float(q_alpha * math.sqrt(k * (k + 1) / (6.0 * n)))
+
+
 def spearman(a, b) -> tuple[float, float]:
     """Spearman rank correlation (scipy.stats.spearmanr) -> (rho, two-sided p-value)."""
     x, y = _paired(a, b)

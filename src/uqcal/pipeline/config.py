@@ -24,6 +24,7 @@ DATASET_KINDS = {
     "qr": "single_task_regression",
     "fewshot": "fewshot_classification",
     "bo": "optimisation_objective",
+    "arena": "single_task_regression",
 }
 SCHEMA_RELPATH = Path("workflow/schemas/config.schema.yaml")
 

@@ -31,9 +31,9 @@ from uqcal.pipeline.report.tables import FAILURE_MARK, BuiltTable, build_table, 
 
 log = logging.getLogger("uqcal.pipeline.report")
 
-FAMILIES = ("metareg", "rio", "qr", "fewshot", "bo")
+FAMILIES = ("metareg", "rio", "qr", "fewshot", "bo", "arena")
 SPEC_KEYS = {"title", "paper", "reference", "summary", "tables", "claims", "method_names", "figures", "dvc_plots",
-             "ece_floors"}
+             "ece_floors", "leaderboard"}
 
 
 def load_spec(family: str, spec_dir: Path | None = None) -> dict:
@@ -134,6 +134,7 @@ class FamilyReport:
     reference: Reference
     failures: pd.DataFrame | None = None
     devices: pd.DataFrame | None = None  # where the runs trained (provenance.read_run_devices)
+    leaderboard_html: str = ""  # the arena's leaderboard section (uqcal.pipeline.report.leaderboard)
 
 
 def _metrics_json(summary: pd.DataFrame, metrics: list[str] | None = None) -> dict:
@@ -216,6 +217,11 @@ def build_family(
     figures = []
     for fig_spec in spec.get("figures") or []:
         figures.extend(build_figure(fig_spec, fig_ctx))
+    leaderboard_html = ""
+    if spec.get("leaderboard"):
+        from uqcal.pipeline.report.leaderboard import build_leaderboard
+
+        leaderboard_html = build_leaderboard(spec["leaderboard"], runs, results_dir, family, fam_out, names).html
     write_json(fam_out / "metrics.json", _metrics_json(summary, spec.get("summary")))
     write_json(
         fam_out / "claims.json",
@@ -234,7 +240,7 @@ def build_family(
     _dvc_plot_data(family, spec, results_dir, fam_out)
     n_runs = int(runs.groupby(["dataset", "setting", "method", "seed"]).ngroups) if not runs.empty else 0
     return FamilyReport(family, spec, summary, claims, tables, figures, datasets, n_runs, reference, failures,
-                        read_run_devices(results_dir, family))
+                        read_run_devices(results_dir, family), leaderboard_html)
 
 
 def _build_family_task(task: tuple) -> FamilyReport:
@@ -265,6 +271,9 @@ def family_page(rep: FamilyReport, prov: Provenance, reference: Reference, famil
             f"(fit_failures &gt; 0 in train_stats.json; the job logged a warning naming each run): "
             f"{escape(cells)}. Table cells built on them are marked {FAILURE_MARK} k/n.</p>"
         )
+    if rep.leaderboard_html:
+        body.append("<h2>Leaderboard</h2>")
+        body.append(rep.leaderboard_html)
     body.append(f"<h2>Claims checklist ({escape(H.claims_count(rep.claims))})</h2>")
     body.append(H.claims_html(rep.claims))
     body.append("<h2>Tables</h2>")
