@@ -75,20 +75,24 @@ def evaluate_predictions(family: str, pred: pd.DataFrame, ctx=None) -> dict[str,
     raise ValueError(f"no evaluator for family {family!r}")
 
 
-def arena_test_part(pred: pd.DataFrame, split: dict) -> pd.DataFrame:
-    """The test rows of an arena run's predictions: its methods predict ``split["test"]``, the validation rows
-    first and then the test rows (uqcal.data.splits.arena_split); only the test rows are scored."""
+def _arena_validation_rows(pred: pd.DataFrame, split: dict) -> int:
+    """How many of an arena run's prediction rows are validation rows: its methods predict ``split["test"]``,
+    the validation rows first and then the test rows (uqcal.data.splits.arena_split)."""
     n_val, n_test = len(split["val"]), len(split["holdout"])
     if len(pred) != n_val + n_test:
         raise ValueError(f"arena predictions have {len(pred)} rows; the split's validation + test parts have "
                          f"{n_val} + {n_test}")
-    return pred.iloc[n_val:].reset_index(drop=True)
+    return n_val
+
+
+def arena_test_part(pred: pd.DataFrame, split: dict) -> pd.DataFrame:
+    """The test rows of an arena run's predictions (the only rows scored)."""
+    return pred.iloc[_arena_validation_rows(pred, split):].reset_index(drop=True)
 
 
 def arena_validation_part(pred: pd.DataFrame, split: dict) -> pd.DataFrame:
     """The validation rows of an arena run's predictions (what a post-hoc recalibration is fitted on)."""
-    arena_test_part(pred, split)  # the same shape check
-    return pred.iloc[: len(split["val"])].reset_index(drop=True)
+    return pred.iloc[: _arena_validation_rows(pred, split)].reset_index(drop=True)
 
 
 def bo_trace_metrics(pred: pd.DataFrame) -> dict[str, float]:

@@ -145,13 +145,14 @@ def draw_critical_difference(ranks: pd.Series, cd: float, labels: dict[str, str]
     import matplotlib.pyplot as plt
 
     ordered = ranks.sort_values()
+    groups = cliques(ordered, cd)
     k = len(ordered)
     half = math.ceil(k / 2)
-    height = 1.2 + 0.28 * half + 0.12 * len(cliques(ordered, cd))
+    height = 1.2 + 0.28 * half + 0.12 * len(groups)
     fig, ax = plt.subplots(figsize=(9, height))
     lo, hi = 1, max(k, 2)
     ax.set_xlim(lo - 0.5, hi + 0.5)
-    ax.set_ylim(-(half + 1.5 + 0.3 * len(cliques(ordered, cd))) * 0.3, 1.2)
+    ax.set_ylim(-(half + 1.5 + 0.3 * len(groups)) * 0.3, 1.2)
     ax.axis("off")
     ax.hlines(0, lo, hi, color="k", lw=1)
     for tick in range(lo, hi + 1):
@@ -169,7 +170,7 @@ def draw_critical_difference(ranks: pd.Series, cd: float, labels: dict[str, str]
         ax.plot([rank, rank, x_text], [0, y, y], color="0.35", lw=0.8)
         ax.text(x_text, y, f"{labels.get(method, method)} ({rank:.2f})", ha="right" if left else "left",
                 va="center", fontsize=8)
-    for j, group in enumerate(cliques(ordered, cd)):
+    for j, group in enumerate(groups):
         y = -0.08 - 0.06 * j  # just below the axis, one level per group
         ax.hlines(y, ordered[group[0]] - 0.03, ordered[group[-1]] + 0.03, color="k", lw=2.5)
     ax.set_title(title, fontsize=9)
