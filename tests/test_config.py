@@ -81,6 +81,21 @@ def test_unknown_method_parameter_is_named(smoke_raw):
         _prepare(cfg)
 
 
+def test_a_one_family_check_still_checks_that_familys_parameters_and_every_cross_reference(smoke_raw):
+    # `method_families` is what a DVC stage of one job uses: its own family's method parameters are
+    # checked, another family's are left to dvc-sync / Snakemake (which check them all), and the
+    # cross-references (unknown methods, datasets) are checked everywhere.
+    cfg = copy.deepcopy(smoke_raw)
+    cfg["families"]["rio"]["methods"]["marginal"] = {"min_sd": 0.1}
+    with pytest.raises(ConfigError, match=r"families\.rio\.methods\.marginal\.min_sd"):
+        prepare_config(cfg, REPO, method_families=("rio",))
+    prepared = prepare_config(cfg, REPO, method_families=("qr",))
+    assert prepared["families"]["rio"]["methods"]["marginal"] == {"min_sd": 0.1}
+    cfg["families"]["rio"]["methods"]["margnal"] = {}
+    with pytest.raises(ConfigError, match=r"families\.rio\.methods\.margnal: unknown method"):
+        prepare_config(cfg, REPO, method_families=("qr",))
+
+
 def test_method_restrictions_filter_runs(smoke_raw):
     cfg = copy.deepcopy(smoke_raw)
     cfg["families"]["metareg"]["settings"]["ns20"] = {"n_support": 20}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,13 +50,16 @@ def load_yaml(path: str | Path) -> Any:
         return yaml.safe_load(fh) or {}
 
 
-def load_config(path: str | Path, root: Path | None = None) -> dict:
-    """Read, validate and resolve a config file (dataset registry merged in)."""
+def load_config(path: str | Path, root: Path | None = None, method_families: Collection[str] | None = None) -> dict:
+    """Read, validate and resolve a config file (dataset registry merged in).
+
+    ``method_families``: check the method parameters of these families only (``check_semantics``).
+    """
     config = load_yaml(path)
-    return prepare_config(config, root or repo_root_for(path))
+    return prepare_config(config, root or repo_root_for(path), method_families)
 
 
-def prepare_config(config: dict, root: Path | None = None) -> dict:
+def prepare_config(config: dict, root: Path | None = None, method_families: Collection[str] | None = None) -> dict:
     """Validate ``config`` and return a copy whose ``datasets`` holds the merged registry."""
     root = root or repo_root_for()
     validate_schema(config, root)
@@ -77,7 +80,7 @@ def prepare_config(config: dict, root: Path | None = None) -> dict:
     config.setdefault("device", "auto")
     config.setdefault("torch_threads", 1)
     validate_schema({"families": {}, "datasets": registry}, root)
-    check_semantics(config, root)
+    check_semantics(config, root, method_families)
     return config
 
 
@@ -99,10 +102,15 @@ def validate_schema(config: dict, root: Path) -> None:
         raise ConfigError(f"config key {key}: {message}")
 
 
-def check_semantics(config: dict, root: Path | None = None) -> None:
+def check_semantics(config: dict, root: Path | None = None, method_families: Collection[str] | None = None) -> None:
     """Cross-references that a schema cannot express: datasets, kinds, methods and their parameters; then
     everything about the datasets and splits the config alone decides (uqcal.data.validate), all reported
-    at once. ``root`` (the repository) locates config/reference/ for checking ``paper_dataset`` names."""
+    at once. ``root`` (the repository) locates config/reference/ for checking ``paper_dataset`` names.
+
+    Checking a method's parameters imports its module (torch, gpytorch, botorch, ...: seconds per process).
+    ``method_families`` limits that check to the given families, for a step that runs one job from
+    ``--config`` (a DVC stage): Snakemake and ``uqcal dvc-sync`` have checked the whole config already, and
+    the job's own family is checked again. None (the default) checks every family."""
     datasets = config["datasets"]
     for name, spec in datasets.items():
         if spec["source"]["type"] == "composite":
@@ -136,12 +144,13 @@ def check_semantics(config: dict, root: Path | None = None) -> None:
                     f"families.{family}.resources.per_dataset.{ds}: {ds!r} is not in families.{family}.datasets"
                 )
         table = method_table(family)
+        load_classes = method_families is None or family in method_families
         for method, res in ((fam.get("resources") or {}).get("per_method") or {}).items():
             if method not in fam["methods"]:
                 raise ConfigError(
                     f"families.{family}.resources.per_method.{method}: {method!r} is not in families.{family}.methods"
                 )
-            if (res or {}).get("gpu") and method in table and table[method].load_class().cpu_only:
+            if load_classes and (res or {}).get("gpu") and method in table and table[method].load_class().cpu_only:
                 raise ConfigError(
                     f"families.{family}.resources.per_method.{method}.gpu: method {method!r} never uses a GPU"
                 )
@@ -150,10 +159,11 @@ def check_semantics(config: dict, root: Path | None = None) -> None:
                 raise ConfigError(
                     f"families.{family}.methods.{method}: unknown method; known: {', '.join(sorted(table))}"
                 )
-            try:
-                resolve_params(family, method, params)
-            except (KeyError, ValueError) as exc:
-                raise ConfigError(exc.args[0]) from None
+            if load_classes:
+                try:
+                    resolve_params(family, method, params)
+                except (KeyError, ValueError) as exc:
+                    raise ConfigError(exc.args[0]) from None
             for key, allowed in (("datasets", fam["datasets"]), ("settings", list(fam["settings"]))):
                 for item in (params or {}).get(key, []):
                     if item not in allowed:

@@ -587,7 +587,10 @@ def running(args, rule: str, key: tuple[str, ...], elsewhere: bool = False) -> I
 
         job = Job(rule, key)
         config_path = args.config or "config/config.yaml"
-        spec = build_spec(load_config(config_path), job, _relative(config_path))
+        # A DVC stage (or a person) runs one job: only its own family's method parameters are checked again
+        # (importing every family's methods costs seconds per stage); dvc-sync checked the whole config.
+        families = None if rule == "report" else () if rule == "materialise" else key[:1]
+        spec = build_spec(load_config(config_path, method_families=families), job, _relative(config_path))
     if elsewhere or (args.results_dir, args.data_dir) != ("results", "data"):
         yield spec
         return
