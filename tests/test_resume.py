@@ -108,3 +108,17 @@ def test_an_incomplete_store_restores_nothing(tmp_path):
     (store.path / "model.pt").write_text("half")  # no COMPLETE marker: the seed never finished
     assert not store.restore(run_dir)
     assert not any(run_dir.iterdir())
+
+
+def test_prepare_drops_the_temp_files_a_killed_write_left_but_keeps_the_checkpoint(tmp_path):
+    results = tmp_path / "results"
+    run_dir = results / "metareg/ozone/ns10/metacal/seed1"
+    store = ResumeStore(results, run_dir, "d")
+    store.prepare()
+    TrainingCheckpoint(store.checkpoint_path).save({"epoch": 4})
+    # What SIGKILL during the next save leaves: atomic_path's temp file, never renamed onto checkpoint.pt.
+    stale = store.path / ".checkpoint.pt.k1ll3d.tmp"
+    stale.write_bytes(b"half a checkpoint")
+    store.prepare()
+    assert sorted(p.name for p in store.path.iterdir()) == ["checkpoint.pt"]
+    assert TrainingCheckpoint(store.checkpoint_path).load() == {"epoch": 4}

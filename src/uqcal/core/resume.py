@@ -45,12 +45,19 @@ class ResumeStore:
         self.path = self.base / digest
 
     def prepare(self) -> None:
-        """Create this digest's folder and drop any left by other configurations of the same run."""
+        """Create this digest's folder and drop any left by other configurations of the same run.
+
+        A SIGKILL between an atomic write's temp file and its rename leaves that temp file behind (no handler
+        runs); it is never read, and is removed here. The job lock (``uqcal.pipeline.jobs``) guarantees that
+        no other process is writing into this folder while a job prepares it.
+        """
         if self.base.is_dir():
             for other in self.base.iterdir():
                 if other != self.path:
                     shutil.rmtree(other, ignore_errors=True)
         self.path.mkdir(parents=True, exist_ok=True)
+        for stale in self.path.glob(".*.tmp"):
+            stale.unlink(missing_ok=True)
 
     @property
     def checkpoint_path(self) -> Path:
