@@ -77,8 +77,10 @@ def test_method_runs_and_predicts_distributions(name, data, tmp_path, monkeypatc
     assert stats["nonfinite_steps_skipped"] == 0 and "jitter_escalations" in stats
     if name == "md":
         curves = stats["inner_elbo_curves"]
-        assert len(curves["md"][0]) == len(curves["gd"][0]) == 4
-        assert curves["md"][0][0] == pytest.approx(curves["gd"][0][0], rel=1e-4)  # same initial q (prior)
+        assert len(curves["md"][0]) == len(curves["gd_whitened"][0]) == 4
+        assert 1 <= len(curves["gd"][0]) <= 4  # the authors' GD ends early where its Sigma breaks
+        for name in ("gd", "gd_whitened"):  # same initial q (the prior)
+            assert curves["md"][0][0] == pytest.approx(curves[name][0][0], rel=1e-4)
 
 
 def test_every_method_recalibrates_on_validation_episodes(data, tmp_path):

@@ -207,6 +207,28 @@ def test_stats_curve_greater_reads_train_stats(tmp_path):
     assert res.verdict == NOT_RUN
 
 
+def test_stats_curve_greater_counts_a_curve_that_broke_down_as_lower(tmp_path):
+    """MD-BFSC's vanilla GD stops logging once its Sigma is not positive definite: an undefined ELBO (-inf)
+    at the compared step, however high its earlier values were."""
+    results = tmp_path / "results"
+    run_dir = write_run(results, "fewshot", "g", "5w5s", "md", 0, {"acc": 50.0})
+    write_json(run_dir / "train_stats.json",
+               {"inner_elbo_curves": {"md": [[-5.0, -3.0, -2.0], [-5.0, -4.0, -3.0]],
+                                      "gd": [[-5.0, -1.0], [-5.0, -3.5, -2.5]]}})
+    summary = summary_of([("g", "5w5s", "md", "acc", 50.0, 0.0, 1)])
+    ctx = ClaimContext("fewshot", summary, pd.DataFrame(), Reference("fewshot"), {}, results)
+    check = {"kind": "stats_curve_greater", "key": "inner_elbo_curves", "a": "md", "b": "gd", "method": "md"}
+    res = evaluate_claim(claim(check), ctx)
+    detail = res.evidence[0].detail
+    assert res.verdict == HELD, detail
+    assert "gd broke down before the end in 1 of 2 curves (last defined step 1)" in detail
+    assert "where gd ran all steps: md -3.000 vs gd -2.500" in detail  # the complete pair alone favours gd
+    # Without the breakdown the same numbers favour gd (-2.5 > -3.0 on the complete pair): a can fail.
+    write_json(run_dir / "train_stats.json",
+               {"inner_elbo_curves": {"md": [[-5.0, -4.0, -3.0]], "gd": [[-5.0, -3.5, -2.5]]}})
+    assert evaluate_claim(claim(check), ctx).verdict == NOT_HELD
+
+
 def runs_of(rows_by_key: dict) -> pd.DataFrame:
     """{(dataset, setting, method): [values by seed]} -> the per-run long table."""
     rows = [

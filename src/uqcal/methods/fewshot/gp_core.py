@@ -278,6 +278,72 @@ def gd_posterior_predictive(kernel_chol, white_mean, white_tril, k_sq, k_qq_diag
     return mu, var.clamp_min(1e-10)
 
 
+# ------------------------------------------- the authors' Euclidean GD on (m, Sigma) (Sec. 4.3 baseline)
+# Their `GradientDescentELBO` (methods/mirrorGD.py) ascends the ELBO in the plain moment coordinates of q with
+# the closed-form gradients grad_m = g_m - K^-1 m and grad_Sigma = diag(g_v) - (K^-1 - Sigma^-1) / 2 (Bonnet /
+# Price: dE[log p]/dvar = E[d2 log p]/2 = g_v). Directions where K is nearly singular get steps of
+# rho / eigenvalue, so this baseline is only stable at small rho, the paper's 0.005.
+def dense_moment_elbo(kernel_chol, mean, cov_chol, onehot, n_samples, generator=None) -> torch.Tensor:
+    """Eq. 9 for q_c = N(m_c, Sigma_c), Sigma_c = cov_chol cov_chol^T: MC expected log-likelihood minus
+    KL = 1/2 [tr(K^-1 Sigma) + m^T K^-1 m - N + log|K| - log|Sigma|]."""
+    n = mean.shape[-1]
+    var = (cov_chol**2).sum(-1)
+    ell = expected_log_softmax(marginal_samples(mean, var, n_samples, generator), onehot)
+    white_cov = torch.linalg.solve_triangular(kernel_chol, cov_chol, upper=False)  # L_K^-1 L_Sigma
+    white_mean = torch.linalg.solve_triangular(kernel_chol, mean.unsqueeze(-1), upper=False).squeeze(-1)
+    logdet_k = 2.0 * kernel_chol.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+    logdet_cov = 2.0 * cov_chol.diagonal(dim1=-2, dim2=-1).abs().log().sum(-1)
+    kl = 0.5 * ((white_cov**2).sum((-2, -1)) + (white_mean**2).sum(-1) - n + logdet_k - logdet_cov)
+    return ell - kl.sum()
+
+
+def moment_gradients(kernel_inv, mean, cov_chol, onehot, n_samples, generator=None):
+    """Euclidean ELBO gradients in (m, Sigma) as the authors compute them: grad_m = g_m - K^-1 m,
+    grad_Sigma = diag(g_v) - (K^-1 - Sigma^-1) / 2, with g_m, g_v by MC over q's marginals."""
+    var = (cov_chol**2).sum(-1)
+    g_m, g_v = softmax_expectations(marginal_samples(mean, var, n_samples, generator), onehot)
+    eye = torch.eye(mean.shape[-1], dtype=mean.dtype, device=mean.device)
+    cov_inv = torch.cholesky_solve(eye.expand(cov_chol.shape), cov_chol)
+    grad_mean = g_m - (kernel_inv @ mean.unsqueeze(-1)).squeeze(-1)
+    return grad_mean, torch.diag_embed(g_v) - 0.5 * (kernel_inv - cov_inv)
+
+
+def run_moment_gradient_descent(
+    kernel: torch.Tensor,
+    onehot: torch.Tensor,
+    steps: int,
+    lr: float,
+    n_samples: int,
+    counter: JitterCounter | None = None,
+    generator: torch.Generator | None = None,
+    callback: Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor | None], None] | None = None,
+):
+    """The authors' vanilla GD: m <- m + lr grad_m, Sigma <- Sigma + lr grad_Sigma from the prior (m = 0,
+    Sigma = K). A step that leaves Sigma not positive definite ends the run: the callback then gets
+    ``cov_chol`` None (the ELBO is undefined there) and the remaining steps are not taken."""
+    kernel_chol = psd_safe_cholesky(kernel, counter=counter)
+    n = kernel.shape[-1]
+    eye = torch.eye(n, dtype=kernel.dtype, device=kernel.device)
+    kernel_inv = torch.cholesky_solve(eye.expand(kernel.shape), kernel_chol)
+    mean = torch.zeros(kernel.shape[:-1], dtype=kernel.dtype, device=kernel.device)
+    cov, cov_chol = kernel_chol @ kernel_chol.transpose(-1, -2), kernel_chol
+    if callback is not None:
+        callback(0, kernel_chol, mean, cov_chol)
+    for step in range(steps):
+        grad_mean, grad_cov = moment_gradients(kernel_inv, mean, cov_chol, onehot, n_samples, generator)
+        mean = mean + lr * grad_mean
+        cov = cov + lr * grad_cov
+        cov = 0.5 * (cov + cov.transpose(-1, -2))
+        cov_chol, info = torch.linalg.cholesky_ex(cov)
+        if bool((info != 0).any()) or not bool(torch.isfinite(mean).all()):
+            if callback is not None:
+                callback(step + 1, kernel_chol, mean, None)
+            break
+        if callback is not None:
+            callback(step + 1, kernel_chol, mean, cov_chol)
+    return kernel_chol, mean, cov_chol
+
+
 # ---------------------------------------------------------------------------------- prediction
 def site_predictive(post: Posterior, k_sq: torch.Tensor, k_qq_diag: torch.Tensor):
     """Eq. 6b: mu* = k*^T K^-1 m, var* = k** - k*^T (K + Lam^-1)^-1 k* (pseudo-data GP regression)."""

@@ -17,11 +17,13 @@ from .common import Episode, EpisodeData, EpisodicMethod
 from .gp_core import (
     ClassKernels,
     dense_elbo,
+    dense_moment_elbo,
     gd_posterior_predictive,
     md_elbo,
     predictive_logit_samples,
     run_gradient_descent,
     run_mirror_descent,
+    run_moment_gradient_descent,
     site_predictive,
     softmax_expectations_fn,
 )
@@ -145,33 +147,41 @@ class MirrorDescentGP(EpisodicMethod):
         return predictive_logit_samples(mu, var, int(self.params["n_pred_samples"]), generator)
 
     # ------------------------------------------------------------------- convergence (Sec. 4.3)
-    def elbo_curves(self, kernel: torch.Tensor, onehot: torch.Tensor, seed: int) -> tuple[list, list]:
-        """ELBO per inner step, MD vs GD, fixed kernel, same initial q (the prior), same step size."""
+    def elbo_curves(self, kernel: torch.Tensor, onehot: torch.Tensor, seed: int) -> dict[str, list]:
+        """ELBO per inner step, fixed kernel, same initial q (the prior), same step size: MD; ``gd``, the
+        authors' vanilla GD on (m, Sigma) (their `GradientDescentELBO`; its curve ends early where Sigma
+        stops being positive definite); ``gd_whitened``, Euclidean GD in whitened coordinates (ours: a GD
+        baseline that stays stable on near-singular kernels)."""
         rho, steps = float(self.params["convergence_rho"]), int(self.params["convergence_steps"])
         n_mc, n_inner = int(self.params["convergence_mc_samples"]), int(self.params["n_mc_samples"])
-        md_curve: list[float] = []
-        gd_curve: list[float] = []
+        curves: dict[str, list] = {"md": [], "gd": [], "gd_whitened": []}
 
         def common_noise():  # common random numbers: every ELBO evaluation draws the same normals
             return torch.Generator(device="cpu").manual_seed(seed)
 
         def record_md(_step, post):
-            md_curve.append(float(md_elbo(post, onehot, n_mc, common_noise())))
+            curves["md"].append(float(md_elbo(post, onehot, n_mc, common_noise())))
 
-        def record_gd(_step, kernel_chol, mean, tril):
+        def record_gd(_step, kernel_chol, mean, cov_chol):
+            if cov_chol is not None:  # None: this step broke Sigma; the curve ends before it
+                curves["gd"].append(float(dense_moment_elbo(kernel_chol, mean, cov_chol, onehot, n_mc, common_noise())))
+
+        def record_whitened(_step, kernel_chol, mean, tril):
             with torch.no_grad():
-                gd_curve.append(float(dense_elbo(kernel_chol, mean, tril, onehot, n_mc, common_noise())))
+                curves["gd_whitened"].append(float(dense_elbo(kernel_chol, mean, tril, onehot, n_mc, common_noise())))
 
         gen = torch.Generator(device="cpu").manual_seed(seed + 1)
         with torch.no_grad():
             expectations = softmax_expectations_fn(onehot, "marginal", n_inner, self.counter, gen)
             run_mirror_descent(kernel, expectations, steps, rho, self.counter, callback=record_md)
+            gen = torch.Generator(device="cpu").manual_seed(seed + 2)
+            run_moment_gradient_descent(kernel, onehot, steps, rho, n_inner, self.counter, gen, callback=record_gd)
         gen = torch.Generator(device="cpu").manual_seed(seed + 2)
-        run_gradient_descent(kernel, onehot, steps, rho, n_inner, self.counter, gen, callback=record_gd)
-        return md_curve, gd_curve
+        run_gradient_descent(kernel, onehot, steps, rho, n_inner, self.counter, gen, callback=record_whitened)
+        return curves
 
     def inner_loop_curves(self, model: DeepKernelGP, data: EpisodeData, episodes: list[dict], seed: int):
-        curves: dict[str, list] = {"md": [], "gd": []}
+        curves: dict[str, list] = {"md": [], "gd": [], "gd_whitened": []}
         model.eval()
         for spec in episodes:
             episode = data.episode(spec)
@@ -179,9 +189,8 @@ class MirrorDescentGP(EpisodicMethod):
                 (features,) = model.kernels.prepare(model.backbone(episode.support_x))
                 kernel = model.kernels(features)
             onehot = F.one_hot(episode.support_y, episode.n_way).T.to(kernel.dtype)
-            md_curve, gd_curve = self.elbo_curves(kernel, onehot, seed)
-            curves["md"].append(md_curve)
-            curves["gd"].append(gd_curve)
+            for name, curve in self.elbo_curves(kernel, onehot, seed).items():
+                curves[name].append(curve)
         return curves
 
     def extra_stats(self, model, data, split, ctx) -> dict:

@@ -248,7 +248,11 @@ def check_fewer_steps(claim: dict, ctx: ClaimContext) -> ClaimResult:
 
 def check_stats_curve_greater(claim: dict, ctx: ClaimContext) -> ClaimResult:
     """Curves logged in train_stats.json (``key``: {name: [[...], ...]}): curve a ends higher than curve b
-    after the same number of steps (mean over logged curves), per (dataset, setting)."""
+    after the same number of steps (mean over logged curves), per (dataset, setting).
+
+    A b curve that ends before a's length is an inner loop that broke down (MD-BFSC's vanilla GD once its
+    Sigma stops being positive definite): its ELBO at the compared step is undefined, i.e. -inf, so a ends
+    higher; the evidence says in how many curves that happened and compares the others' values."""
     from uqcal.pipeline.report.figures import load_stats_curves
 
     check = claim["check"]
@@ -258,18 +262,25 @@ def check_stats_curve_greater(claim: dict, ctx: ClaimContext) -> ClaimResult:
     for dataset, setting in keys.itertuples(index=False):
         if ctx.results_dir is None:
             break
-        curves = load_stats_curves(ctx.results_dir, ctx.family, dataset, str(setting), method, key)
-        if a not in curves or b not in curves:
+        curves = load_stats_curves(ctx.results_dir, ctx.family, dataset, str(setting), method, key, truncate=False)
+        if not curves.get(a) or not curves.get(b) or len(curves[a]) != len(curves[b]):
             continue
-        steps = min(curves[a].shape[1], curves[b].shape[1])
-        end_a, end_b = curves[a][:, steps - 1].mean(), curves[b][:, steps - 1].mean()
-        evidence.append(
-            (
-                f"{dataset} / {setting}",
-                f"after {steps - 1} steps: {a} {fmt(end_a)} vs {b} {fmt(end_b)} (mean of {len(curves[a])} curves)",
-                bool(end_a > end_b),
-            )
-        )
+        steps = min(len(c) for c in curves[a])
+        ended = [len(cb) < steps for cb in curves[b]]
+        whole = [i for i, e in enumerate(ended) if not e]
+        end_a = float(np.mean([curves[a][i][steps - 1] for i in range(len(ended))]))
+        if whole:
+            pairs = f"{a} {fmt(float(np.mean([curves[a][i][steps - 1] for i in whole])))} vs {b} " \
+                    f"{fmt(float(np.mean([curves[b][i][steps - 1] for i in whole])))}"
+        end_b = -np.inf if any(ended) else float(np.mean([curves[b][i][steps - 1] for i in whole]))
+        if any(ended):
+            stops = sorted({len(cb) - 1 for cb, e in zip(curves[b], ended, strict=True) if e})
+            detail = (f"after {steps - 1} steps: {b} broke down before the end in {sum(ended)} of {len(ended)} "
+                      f"curves (last defined step {', '.join(map(str, stops))}), so its ELBO there is -inf; "
+                      f"{a} {fmt(end_a)}" + (f"; where {b} ran all steps: {pairs}" if whole else ""))
+        else:
+            detail = f"after {steps - 1} steps: {pairs} (mean of {len(ended)} curves)"
+        evidence.append((f"{dataset} / {setting}", detail, bool(end_a > end_b)))
     return _finish(claim, evidence, len(keys), f"no train_stats.json of {method} with '{key}' curves {a}, {b}")
 
 

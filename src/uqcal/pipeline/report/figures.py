@@ -597,9 +597,11 @@ def build_interval_snapshots(spec: dict, ctx: FigureContext) -> list:
     ]
 
 
-def load_stats_curves(results_dir: Path, family: str, dataset: str, setting: str, method: str, key: str):
+def load_stats_curves(results_dir: Path, family: str, dataset: str, setting: str, method: str, key: str,
+                      truncate: bool = True):
     """Curves stored in ``train_stats.json`` under ``key`` as {name: [[y0, y1, ...], ...]} for every seed:
-    returns {name: 2-D array (curves x steps)}, curves of unequal length truncated to the shortest."""
+    returns {name: 2-D array (curves x steps)}, curves of unequal length truncated to the shortest; with
+    ``truncate`` False, {name: [list per curve]} as logged (the i-th curves of two names belong together)."""
     root = Path(results_dir) / family / dataset / setting / method
     collected: dict[str, list] = {}
     for path in sorted(root.glob("seed*/train_stats.json")):
@@ -607,6 +609,8 @@ def load_stats_curves(results_dir: Path, family: str, dataset: str, setting: str
         for name, curves in (stats_json.get(key) or {}).items():
             curves = [curves] if curves and not isinstance(curves[0], list) else curves
             collected.setdefault(name, []).extend(curves)
+    if not truncate:
+        return collected
     out = {}
     for name, curves in collected.items():
         length = min(len(c) for c in curves) if curves else 0
