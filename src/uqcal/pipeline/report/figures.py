@@ -228,7 +228,8 @@ def _per_seed_curve(frame: pd.DataFrame, x_col: str, y_col: str) -> pd.DataFrame
 def _band(ax, table: pd.DataFrame, label: str, color=None):
     """Mean over the rows (seeds, curves) of a rows x steps table, with a ± one standard error band."""
     mean, sem = table.mean(axis=0), table.sem(axis=0).fillna(0.0)
-    (line,) = ax.plot(mean.index, mean.values, label=label, color=color)
+    marker = "x" if len(mean) < 2 else None  # a one-point curve (an inner loop that broke at once) stays visible
+    (line,) = ax.plot(mean.index, mean.values, label=label, color=color, marker=marker)
     ax.fill_between(mean.index, mean - sem, mean + sem, alpha=0.2, color=line.get_color())
 
 
