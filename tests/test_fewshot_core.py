@@ -282,3 +282,14 @@ def test_moment_gd_ascends_on_a_well_conditioned_kernel_and_stops_where_sigma_br
     run_moment_gradient_descent(singular, onehot, steps=30, lr=0.005, n_samples=2_000,
                                 generator=torch.Generator().manual_seed(0), callback=record)
     assert broke == [1] and len(elbos) == 1
+
+
+def test_dense_moment_elbo_is_the_expected_log_likelihood_minus_torch_kl():
+    kernel, mean, cov, onehot = _moment_state()
+    elbo = dense_moment_elbo(torch.linalg.cholesky(kernel), mean, torch.linalg.cholesky(cov), onehot, 5000,
+                             torch.Generator().manual_seed(0))
+    samples = marginal_samples(mean, cov.diagonal(dim1=-2, dim2=-1), 5000, torch.Generator().manual_seed(0))
+    ell = (torch.log_softmax(samples, dim=-2) * onehot).sum(-2).mean(0).sum()
+    kl = sum(kl_divergence(MultivariateNormal(mean[c], cov[c]), MultivariateNormal(torch.zeros_like(mean[c]), kernel[c]))
+             for c in range(kernel.shape[0]))
+    torch.testing.assert_close(elbo, ell - kl, atol=1e-9, rtol=1e-9)

@@ -284,17 +284,11 @@ def gd_posterior_predictive(kernel_chol, white_mean, white_tril, k_sq, k_qq_diag
 # Price: dE[log p]/dvar = E[d2 log p]/2 = g_v). Directions where K is nearly singular get steps of
 # rho / eigenvalue, so this baseline is only stable at small rho, the paper's 0.005.
 def dense_moment_elbo(kernel_chol, mean, cov_chol, onehot, n_samples, generator=None) -> torch.Tensor:
-    """Eq. 9 for q_c = N(m_c, Sigma_c), Sigma_c = cov_chol cov_chol^T: MC expected log-likelihood minus
-    KL = 1/2 [tr(K^-1 Sigma) + m^T K^-1 m - N + log|K| - log|Sigma|]."""
-    n = mean.shape[-1]
-    var = (cov_chol**2).sum(-1)
-    ell = expected_log_softmax(marginal_samples(mean, var, n_samples, generator), onehot)
-    white_cov = torch.linalg.solve_triangular(kernel_chol, cov_chol, upper=False)  # L_K^-1 L_Sigma
+    """Eq. 9 for q_c = N(m_c, Sigma_c), Sigma_c = cov_chol cov_chol^T: the same q in whitened coordinates,
+    m~ = L_K^-1 m and L~ = L_K^-1 cov_chol (lower triangular), scored by ``dense_elbo``."""
     white_mean = torch.linalg.solve_triangular(kernel_chol, mean.unsqueeze(-1), upper=False).squeeze(-1)
-    logdet_k = 2.0 * kernel_chol.diagonal(dim1=-2, dim2=-1).log().sum(-1)
-    logdet_cov = 2.0 * cov_chol.diagonal(dim1=-2, dim2=-1).abs().log().sum(-1)
-    kl = 0.5 * ((white_cov**2).sum((-2, -1)) + (white_mean**2).sum(-1) - n + logdet_k - logdet_cov)
-    return ell - kl.sum()
+    white_tril = torch.linalg.solve_triangular(kernel_chol, cov_chol, upper=False)
+    return dense_elbo(kernel_chol, white_mean, white_tril, onehot, n_samples, generator)
 
 
 def moment_gradients(kernel_inv, mean, cov_chol, onehot, n_samples, generator=None):

@@ -266,20 +266,19 @@ def check_stats_curve_greater(claim: dict, ctx: ClaimContext) -> ClaimResult:
         if not curves.get(a) or not curves.get(b) or len(curves[a]) != len(curves[b]):
             continue
         steps = min(len(c) for c in curves[a])
-        ended = [len(cb) < steps for cb in curves[b]]
-        whole = [i for i, e in enumerate(ended) if not e]
-        end_a = float(np.mean([curves[a][i][steps - 1] for i in range(len(ended))]))
-        if whole:
-            pairs = f"{a} {fmt(float(np.mean([curves[a][i][steps - 1] for i in whole])))} vs {b} " \
-                    f"{fmt(float(np.mean([curves[b][i][steps - 1] for i in whole])))}"
-        end_b = -np.inf if any(ended) else float(np.mean([curves[b][i][steps - 1] for i in whole]))
-        if any(ended):
-            stops = sorted({len(cb) - 1 for cb, e in zip(curves[b], ended, strict=True) if e})
-            detail = (f"after {steps - 1} steps: {b} broke down before the end in {sum(ended)} of {len(ended)} "
+        # value of each curve at the compared step; NaN where a b curve ended before it (broke down)
+        ends = {n: np.array([c[steps - 1] if len(c) >= steps else np.nan for c in curves[n]]) for n in (a, b)}
+        broke = np.isnan(ends[b])
+        end_a = float(ends[a].mean())
+        end_b = -np.inf if broke.any() else float(ends[b].mean())
+        pairs = "" if broke.all() else " vs ".join(f"{n} {fmt(float(ends[n][~broke].mean()))}" for n in (a, b))
+        if broke.any():
+            stops = sorted({len(curves[b][i]) - 1 for i in np.flatnonzero(broke)})
+            detail = (f"after {steps - 1} steps: {b} broke down before the end in {int(broke.sum())} of {len(broke)} "
                       f"curves (last defined step {', '.join(map(str, stops))}), so its ELBO there is -inf; "
-                      f"{a} {fmt(end_a)}" + (f"; where {b} ran all steps: {pairs}" if whole else ""))
+                      f"{a} {fmt(end_a)}" + (f"; where {b} ran all steps: {pairs}" if pairs else ""))
         else:
-            detail = f"after {steps - 1} steps: {pairs} (mean of {len(ended)} curves)"
+            detail = f"after {steps - 1} steps: {pairs} (mean of {len(broke)} curves)"
         evidence.append((f"{dataset} / {setting}", detail, bool(end_a > end_b)))
     return _finish(claim, evidence, len(keys), f"no train_stats.json of {method} with '{key}' curves {a}, {b}")
 
