@@ -106,6 +106,41 @@ def test_method_restrictions_filter_runs(smoke_raw):
     assert {r.setting for r in runs if r.method == "metacal"} == {"ns10", "ns20"}
 
 
+def test_a_setting_sets_its_own_seed_count_for_all_or_named_datasets(smoke_raw):
+    from uqcal.pipeline.config import batch_job, run_job, split_batch_job
+
+    cfg = copy.deepcopy(smoke_raw)
+    rio = cfg["families"]["rio"]
+    rio["datasets"], rio["seeds"] = ["concrete", "boston"], 4
+    rio["settings"]["holdout"] = {"test_fraction": 0.2, "seeds": {"boston": 2}}
+    qr = cfg["families"]["qr"]
+    qr["settings"]["cv5_shuffled"] = {"folds": 5, "shuffle": True, "seeds": 3}
+    config = _prepare(cfg)
+    seeds = {}
+    for run in iter_runs(config, ["rio", "qr"]):
+        seeds.setdefault((run.family, run.dataset, run.setting, run.method), set()).add(run.seed)
+    assert seeds["rio", "concrete", "holdout", "rio"] == {0, 1, 2, 3}  # not named: the family's 4
+    assert seeds["rio", "boston", "holdout", "rio"] == {0, 1}
+    assert seeds["qr", "concrete", "cv5", "dvi"] == {0}
+    assert seeds["qr", "concrete", "cv5_shuffled", "dvi"] == {0, 1, 2}
+    assert batch_job(config, "rio", "boston", "holdout", "nn")["seeds"] == [0, 1]
+    assert split_batch_job(config, "qr", "concrete", "cv5_shuffled")["seeds"] == [0, 1, 2]
+    # The count selects runs; it is not a split or training parameter, so a run's job (and its digest)
+    # does not change with it beyond the count itself.
+    job = run_job(config, next(r for r in iter_runs(config, ["qr"]) if r.setting == "cv5_shuffled"))
+    assert job["setting_params"] == {"folds": 5, "shuffle": True}
+
+
+@pytest.mark.parametrize("seeds, message", [({"diamonds": 2}, r"settings\.holdout\.seeds: 'diamonds'"),
+                                            (0, r"settings\.holdout\.seeds"),
+                                            ({"concrete": "two"}, r"settings\.holdout\.seeds")])
+def test_a_bad_setting_seed_count_is_named(smoke_raw, seeds, message):
+    cfg = copy.deepcopy(smoke_raw)
+    cfg["families"]["rio"]["settings"]["holdout"]["seeds"] = seeds
+    with pytest.raises(ConfigError, match=message):
+        _prepare(cfg)
+
+
 @pytest.mark.slow
 def test_snakemake_fails_before_any_job_on_a_typo(tmp_path):
     root = copy_repo(tmp_path / "repo")

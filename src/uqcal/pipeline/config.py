@@ -138,6 +138,12 @@ def check_semantics(config: dict, root: Path | None = None, method_families: Col
                         f"families.{family}.settings.{setting}.datasets: {ds!r} is not in "
                         f"families.{family}.datasets"
                     )
+            seeds = (params or {}).get("seeds")
+            for ds in seeds if isinstance(seeds, dict) else []:
+                if ds not in fam["datasets"]:
+                    raise ConfigError(
+                        f"families.{family}.settings.{setting}.seeds: {ds!r} is not in families.{family}.datasets"
+                    )
         for ds in ((fam.get("resources") or {}).get("per_dataset") or {}):
             if ds not in fam["datasets"]:
                 raise ConfigError(
@@ -248,6 +254,26 @@ def settings_for(config: dict, family: str, dataset: str) -> list[str]:
     ]
 
 
+# Keys of a setting that choose which runs exist, not how a run splits or trains: never passed to a job.
+SETTING_SELECTORS = ("datasets", "seeds")
+
+
+def seeds_for(config: dict, family: str, dataset: str, setting: str) -> int:
+    """How many seeds (splits, folds, repeats) a (dataset, setting) runs: the setting's ``seeds`` (an integer
+    for every dataset of the setting, or ``{dataset: integer}`` for those named) over the family's ``seeds``."""
+    fam = config["families"][family]
+    override = (fam["settings"][setting] or {}).get("seeds")
+    if isinstance(override, dict):
+        override = override.get(dataset)
+    return int(fam["seeds"] if override is None else override)
+
+
+def setting_params(config: dict, family: str, setting: str) -> dict:
+    """What a setting passes to its jobs: its parameters without the run selectors (SETTING_SELECTORS)."""
+    params = config["families"][family]["settings"][setting] or {}
+    return {k: v for k, v in params.items() if k not in SETTING_SELECTORS}
+
+
 def methods_for(config: dict, family: str, dataset: str, setting: str) -> list[str]:
     fam = config["families"][family]
     chosen = []
@@ -303,7 +329,8 @@ def iter_batches(config: dict, families: list[str] | None = None) -> Iterator[Ba
         for dataset in fam["datasets"]:
             for setting in settings_for(config, family, dataset):
                 for method in methods_for(config, family, dataset, setting):
-                    yield Batch(family, dataset, setting, method, tuple(range(fam["seeds"])))
+                    yield Batch(family, dataset, setting, method,
+                                tuple(range(seeds_for(config, family, dataset, setting))))
 
 
 def raw_dependencies(config: dict, dataset: str) -> list[str]:
@@ -340,14 +367,13 @@ def job_params(family: str, method: str, params: dict | None, dataset: str) -> d
 
 def split_job(config: dict, family: str, dataset: str, setting: str, seed: int) -> dict:
     fam = config["families"][family]
-    setting_params = {k: v for k, v in (fam["settings"][setting] or {}).items() if k != "datasets"}
     return {
         "family": family,
         "dataset": dataset,
         "setting": setting,
         "seed": seed,
         "dataset_spec": job_spec(config, dataset),
-        "split_params": {**(fam.get("split") or {}), **setting_params},
+        "split_params": {**(fam.get("split") or {}), **setting_params(config, family, setting)},
     }
 
 
@@ -355,7 +381,6 @@ def run_job(config: dict, run: Run) -> dict:
     """The resolved slice of config one train/evaluate job depends on (passed as JSON by the Snakefile)."""
     fam = config["families"][run.family]
     entry = get_entry(run.family, run.method)
-    setting_params = {k: v for k, v in (fam["settings"][run.setting] or {}).items() if k != "datasets"}
     return {
         "family": run.family,
         "dataset": run.dataset,
@@ -363,8 +388,9 @@ def run_job(config: dict, run: Run) -> dict:
         "method": run.method,
         "seed": run.seed,
         "dataset_spec": job_spec(config, run.dataset),
-        "family_params": {"split": fam.get("split") or {}, "seeds": fam["seeds"]},
-        "setting_params": setting_params,
+        "family_params": {"split": fam.get("split") or {},
+                          "seeds": seeds_for(config, run.family, run.dataset, run.setting)},
+        "setting_params": setting_params(config, run.family, run.setting),
         "params": job_params(run.family, run.method, fam["methods"][run.method], run.dataset),
         "depends_on": entry.depends_on,
         "device": config.get("device", "auto"),
@@ -376,14 +402,14 @@ def batch_job(config: dict, family: str, dataset: str, setting: str, method: str
     """``run_job`` for every seed of a method at once: the same slice of config, with ``seeds`` for ``seed``."""
     job = run_job(config, Run(family, dataset, setting, method, 0))
     del job["seed"]
-    job["seeds"] = list(range(config["families"][family]["seeds"]))
+    job["seeds"] = list(range(seeds_for(config, family, dataset, setting)))
     return job
 
 
 def split_batch_job(config: dict, family: str, dataset: str, setting: str) -> dict:
     job = split_job(config, family, dataset, setting, 0)
     del job["seed"]
-    job["seeds"] = list(range(config["families"][family]["seeds"]))
+    job["seeds"] = list(range(seeds_for(config, family, dataset, setting)))
     return job
 
 
