@@ -309,3 +309,41 @@ def test_verdicts_split_paper_data_from_stand_ins():
     assert res.verdict == NOT_HELD
     assert res.by_data[PAPER_DATA][0] == HELD and res.by_data[STAND_INS][0] == NOT_HELD
     assert "1 of 1 rows hold" in res.by_data[PAPER_DATA][1]
+
+
+def test_a_claim_over_several_pairs_and_metrics_counts_each_comparison():
+    # "The residual variants generally perform better than their counterparts in both RMSE and NLPD":
+    # pairs (r1, y1), (r2, y2) x metrics rmse, nlpd are four comparisons on the one row.
+    noise = np.array([0.3, -0.2, 0.1, -0.4, 0.2, 0.0, -0.1, 0.25])
+    jitter = np.array([0.1, -0.1, 0.05, -0.05, 0.1, -0.1, 0.05, -0.05])
+    base = 5.0 + noise
+    values = {
+        ("rmse", "y1"): base, ("rmse", "r1"): base - 1.0 + 0.05 * noise[::-1],   # better
+        ("rmse", "y2"): base, ("rmse", "r2"): base + jitter,                     # tie
+        ("nlpd", "y1"): base, ("nlpd", "r1"): base - 0.5 + 0.05 * noise[::-1],   # better
+        ("nlpd", "y2"): base, ("nlpd", "r2"): base + 1.0 + 0.05 * noise[::-1],   # worse
+    }
+    runs = pd.DataFrame([("d", "h", m, seed, metric, float(v)) for (metric, m), vs in values.items()
+                         for seed, v in enumerate(vs)],
+                        columns=["dataset", "setting", "method", "seed", "metric", "value"])
+    summary = runs.groupby(["dataset", "setting", "method", "metric"])["value"].agg(mean="mean", std="std", n="count")
+    ctx = ctx_of(summary.reset_index(), runs)
+    check = {"kind": "less_than", "pairs": [["r1", "y1"], ["r2", "y2"]], "metrics": ["rmse", "nlpd"]}
+    res = evaluate_claim(claim({**check, "scope": "majority"}), ctx)
+    assert len(res.evidence) == 4
+    outcome = {e.label: e.outcome for e in res.evidence}
+    assert outcome == {"d / h: r1 vs y1, rmse": "better", "d / h: r2 vs y2, rmse": "tie",
+                       "d / h: r1 vs y1, nlpd": "better", "d / h: r2 vs y2, nlpd": "worse"}
+    for e in res.evidence:  # each cell is scipy's paired t-test of its own pair and metric
+        a, b, metric = e.label.split(": ")[1].replace(" vs ", ",").replace(", ", ",").split(",")
+        p = stats.ttest_rel(values[metric, a], values[metric, b]).pvalue
+        assert f"p = {p:.3g}" in e.detail
+    # a majority of 4 needs 3: two better, one tie that could go either way, one worse -> inconclusive
+    assert res.verdict == INCONCLUSIVE
+    assert evaluate_claim(claim({**check, "scope": "every_row"}), ctx).verdict == NOT_HELD
+    assert evaluate_claim(claim({**check, "scope": "any_row"}), ctx).verdict == HELD
+    # one pair and one metric is the plain comparison
+    single = evaluate_claim(claim({"kind": "less_than", "metric": "rmse", "a": "r1", "b": "y1"}), ctx)
+    assert [(e.label, e.outcome) for e in single.evidence] == [("d / h", "better")]
+    with pytest.raises(ValueError, match="pairs"):
+        evaluate_claim(claim({"kind": "less_than", "metric": "rmse", "pairs": [["r1"]]}), ctx)

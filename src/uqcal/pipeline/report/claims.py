@@ -56,22 +56,46 @@ from uqcal.pipeline.report.verdicts import (  # noqa: F401  (re-exported: the ch
 )
 
 
+def _comparisons(check: dict) -> list[tuple[str, str, str]]:
+    """(metric, a, b) cells of a comparison claim: ``metric``/``metrics`` x ``a``, ``b``/``pairs``.
+
+    A sentence such as "the residual variants generally perform better than their counterparts in both
+    point-prediction error and uncertainty estimation" names several pairs and metrics; each (row, pair, metric)
+    is then one comparison, and the scope counts those."""
+    metrics = check.get("metrics") or [check["metric"]]
+    pairs = check.get("pairs") or [[check["a"], check["b"]]]
+    if any(len(pair) != 2 for pair in pairs):
+        raise ValueError(f"pairs: expected [a, b] pairs, got {pairs!r}")
+    return [(metric, a, b) for metric in metrics for a, b in pairs]
+
+
 def _compare(claim: dict, ctx: ClaimContext, greater: bool) -> ClaimResult:
     check = claim["check"]
-    metric, a, b = check["metric"], check["a"], check["b"]
     test, alpha = check.get("test", "ttest"), float(check.get("alpha", 0.05))
     accept = check.get("accept", "better")
     if accept not in ("better", "not_worse"):
         raise ValueError(f"accept: expected 'better' or 'not_worse', got {accept!r}")
     direction = 1 if greater else -1
-    wide = _means(ctx, check, metric)
-    per_seed = _per_seed(ctx, check, metric) if test != "none" else {}
+    cells = _comparisons(check)
+    evidence, total = [], 0
+    for metric, a, b in cells:
+        wide = _means(ctx, check, metric)
+        total += len(wide)
+        per_seed = _per_seed(ctx, check, metric) if test != "none" else {}
+        evidence += _compare_cell(wide, per_seed, metric, a, b, test, alpha, accept, direction, greater,
+                                  named=len(cells) > 1)
+    what = " or ".join(f"{a} and {b} for {metric}" for metric, a, b in cells)
+    return _finish(claim, evidence, total, f"no row has both {what}")
+
+
+def _compare_cell(wide, per_seed, metric, a, b, test, alpha, accept, direction, greater, named) -> list[Evidence]:
+    """One (metric, a, b) comparison on every row that has both methods."""
     evidence = []
     for (dataset, setting), values in wide.iterrows():
         va, vb = values.get(a, np.nan), values.get(b, np.nan)
         if pd.isna(va) or pd.isna(vb):
             continue
-        label = f"{dataset} / {setting}"
+        label = f"{dataset} / {setting}" + (f": {a} vs {b}, {metric}" if named else "")
         runs_a, runs_b = per_seed.get((dataset, str(setting), a), {}), per_seed.get((dataset, str(setting), b), {})
         shared = sorted(set(runs_a) & set(runs_b))
         if test != "none" and len(shared) >= 2:
@@ -87,7 +111,7 @@ def _compare(claim: dict, ctx: ClaimContext, greater: bool) -> ClaimResult:
         note = "" if test == "none" else " (means only: fewer than 2 paired runs)"
         evidence.append(Evidence(label, f"{metric}({a}) = {fmt(va)} {sign} {metric}({b}) = {fmt(vb)}?{note}", ok,
                                  dataset=dataset))
-    return _finish(claim, evidence, len(wide), f"no row has both {a} and {b} for {metric}")
+    return evidence
 
 
 def check_less_than(claim: dict, ctx: ClaimContext) -> ClaimResult:
