@@ -244,3 +244,17 @@ def test_paper_config_requests_gpus_for_the_learners_only():
     assert {"marginal", "dvi_iso", "de_qr_isocal"} <= asked[("qr", False)]
     assert "marginal" in asked[("metareg", False)] and "marginal" in asked[("rio", False)]
     assert {"calibrated", "random"} <= asked[("bo", True)]  # the CNN objectives train on the GPU
+
+
+def test_dvc_reads_the_configs_with_ruamels_c_parser_and_gets_the_same_data():
+    # DVC reads dvc.yaml, dvc.lock and each stage's params files with ruamel.yaml (typ="safe"); without
+    # ruamel.yaml.clib (not a dependency of ruamel.yaml since 0.19.1) that parser is pure Python and most of
+    # `dvc commit`'s and `dvc status`'s CPU (pyproject.toml). The C parser must read our configs as the pure one.
+    from ruamel.yaml import YAML
+    from ruamel.yaml.main import CParser
+
+    assert CParser is not None, "ruamel.yaml.clib is not installed (pyproject.toml dependencies)"
+    assert YAML(typ="safe").Parser is CParser
+    for name in ("config.yaml", "smoke.yaml", "datasets.yaml"):
+        text = (REPO / "config" / name).read_text()
+        assert YAML(typ="safe").load(text) == YAML(typ="safe", pure=True).load(text) == yaml.safe_load(text), name
