@@ -186,8 +186,9 @@ def test_a_fresh_clone_after_pull_reruns_exactly_the_job_whose_parameter_changed
 def test_a_code_change_reruns_every_job_whose_process_imports_the_module(smoke_run, tmp_path, module, families):
     root = copy_run(smoke_run, tmp_path / "repo")
     src = root / "src"  # the copy's code is what its jobs import
-    # No "nothing to do" check first: the plans below must equal `expected` exactly, so a job stale before the
-    # edit would fail them anyway.
+    # No "nothing to do" check first: the train jobs planned must equal `expected` exactly, so a train job stale
+    # before the edit fails them anyway; that a finished run has nothing to do is checked by
+    # test_a_changed_hyperparameter_reruns_that_method_its_dependants_aggregate_and_report.
     path = src / (module.replace(".", "/") + ".py")
     path.write_text(path.read_text() + "\n# an edit\n")
 

@@ -192,7 +192,9 @@ def config_problems(config: dict) -> list[str]:
         problems += dataset_spec_problems(dataset, config["datasets"][dataset])
     for family, fam in config["families"].items():
         for setting, values in fam["settings"].items():
-            params = {**(fam.get("split") or {}), **{k: v for k, v in (values or {}).items() if k != "datasets"}}
+            # as the jobs get them: without the run selectors (uqcal.pipeline.config.SETTING_SELECTORS)
+            selectors = ("datasets", "seeds")
+            params = {**(fam.get("split") or {}), **{k: v for k, v in (values or {}).items() if k not in selectors}}
             problems += split_param_problems(family, params, f"families.{family}.settings.{setting} (with split)")
     return problems
 

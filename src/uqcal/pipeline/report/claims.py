@@ -56,8 +56,8 @@ from uqcal.pipeline.report.verdicts import (  # noqa: F401  (re-exported: the ch
 )
 
 
-def _comparisons(check: dict) -> list[tuple[str, str, str]]:
-    """(metric, a, b) cells of a comparison claim: ``metric``/``metrics`` x ``a``, ``b``/``pairs``.
+def _comparisons(check: dict) -> tuple[list[str], list[tuple[str, str]]]:
+    """The metrics (``metric``/``metrics``) and method pairs (``a``, ``b``/``pairs``) of a comparison claim.
 
     A sentence such as "the residual variants generally perform better than their counterparts in both
     point-prediction error and uncertainty estimation" names several pairs and metrics; each (row, pair, metric)
@@ -66,7 +66,7 @@ def _comparisons(check: dict) -> list[tuple[str, str, str]]:
     pairs = check.get("pairs") or [[check["a"], check["b"]]]
     if any(len(pair) != 2 for pair in pairs):
         raise ValueError(f"pairs: expected [a, b] pairs, got {pairs!r}")
-    return [(metric, a, b) for metric in metrics for a, b in pairs]
+    return list(metrics), [(a, b) for a, b in pairs]
 
 
 def _compare(claim: dict, ctx: ClaimContext, greater: bool) -> ClaimResult:
@@ -76,15 +76,16 @@ def _compare(claim: dict, ctx: ClaimContext, greater: bool) -> ClaimResult:
     if accept not in ("better", "not_worse"):
         raise ValueError(f"accept: expected 'better' or 'not_worse', got {accept!r}")
     direction = 1 if greater else -1
-    cells = _comparisons(check)
+    metrics, pairs = _comparisons(check)
+    named = len(metrics) * len(pairs) > 1
     evidence, total = [], 0
-    for metric, a, b in cells:
+    for metric in metrics:  # each metric's table is read once for all its pairs
         wide = _means(ctx, check, metric)
-        total += len(wide)
         per_seed = _per_seed(ctx, check, metric) if test != "none" else {}
-        evidence += _compare_cell(wide, per_seed, metric, a, b, test, alpha, accept, direction, greater,
-                                  named=len(cells) > 1)
-    what = " or ".join(f"{a} and {b} for {metric}" for metric, a, b in cells)
+        for a, b in pairs:
+            total += len(wide)
+            evidence += _compare_cell(wide, per_seed, metric, a, b, test, alpha, accept, direction, greater, named)
+    what = " or ".join(f"{a} and {b} for {metric}" for metric in metrics for a, b in pairs)
     return _finish(claim, evidence, total, f"no row has both {what}")
 
 
