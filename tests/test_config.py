@@ -131,6 +131,52 @@ def test_a_setting_sets_its_own_seed_count_for_all_or_named_datasets(smoke_raw):
     assert job["setting_params"] == {"folds": 5, "shuffle": True}
 
 
+def test_a_method_runs_the_first_of_its_settings_seeds(smoke_raw):
+    from uqcal.pipeline.config import batch_job, run_job
+
+    cfg = copy.deepcopy(smoke_raw)
+    rio = cfg["families"]["rio"]
+    rio["datasets"], rio["seeds"] = ["concrete", "boston"], 4
+    rio["methods"]["r_i"] = {"seeds": 2}
+    rio["methods"]["y_o"] = {"seeds": {"boston": 3}}
+    config = _prepare(cfg)
+    seeds = {}
+    for run in iter_runs(config, ["rio"]):
+        seeds.setdefault((run.dataset, run.method), []).append(run.seed)
+    assert seeds["concrete", "r_i"] == seeds["boston", "r_i"] == [0, 1]  # the first two: paired with rio's
+    assert seeds["boston", "y_o"] == [0, 1, 2]
+    assert seeds["concrete", "y_o"] == seeds["concrete", "rio"] == [0, 1, 2, 3]
+    job = batch_job(config, "rio", "concrete", "holdout", "r_i")
+    assert job["seeds"] == [0, 1]
+    # a selector, not a training parameter; the split layout the job sees is the setting's
+    assert "seeds" not in job["params"] and job["family_params"]["seeds"] == 4
+    assert run_job(config, next(r for r in iter_runs(config, ["rio"]) if r.method == "r_i"))["family_params"]["seeds"] == 4
+
+
+@pytest.mark.parametrize("method, seeds, message", [
+    ("r_i", 5, r"methods\.r_i\.seeds: 5 for concrete/holdout, more than the 4 seeds the setting runs"),
+    ("r_i", {"diamonds": 2}, r"methods\.r_i\.seeds: 'diamonds' is not in families\.rio\.datasets"),
+    ("r_i", 0, r"methods\.r_i\.seeds"),
+])
+def test_a_bad_method_seed_count_is_named(smoke_raw, method, seeds, message):
+    cfg = copy.deepcopy(smoke_raw)
+    cfg["families"]["rio"]["datasets"], cfg["families"]["rio"]["seeds"] = ["concrete"], 4
+    cfg["families"]["rio"]["methods"][method] = {"seeds": seeds}
+    with pytest.raises(ConfigError, match=message):
+        _prepare(cfg)
+
+
+def test_a_method_cannot_run_more_seeds_than_the_method_it_builds_on(smoke_raw):
+    cfg = copy.deepcopy(smoke_raw)
+    qr = cfg["families"]["qr"]
+    base = next(m for m in qr["methods"] if m.endswith("_iso"))
+    dep = base[: -len("_iso")]
+    qr["methods"][dep] = {**(qr["methods"].get(dep) or {}), "seeds": 1}
+    qr["seeds"] = 2
+    with pytest.raises(ConfigError, match=rf"methods\.{base}\.seeds: 2 for .*, more than the 1 runs of '{dep}'"):
+        _prepare(cfg)
+
+
 @pytest.mark.parametrize("seeds, message", [({"diamonds": 2}, r"settings\.holdout\.seeds: 'diamonds'"),
                                             (0, r"settings\.holdout\.seeds"),
                                             ({"concrete": "two"}, r"settings\.holdout\.seeds")])

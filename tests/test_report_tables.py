@@ -285,3 +285,29 @@ def test_ece_floor_column_from_the_rows_query_sizes():
         assert floor[(dataset, "ece")] == pytest.approx(exact(30), abs=2e-3)
         assert floor[(dataset, "ece_pooled")] == pytest.approx(exact(pooled), abs=5e-4)
     assert floor[("exam", "ece_pooled")] > floor[("ozone", "ece_pooled")]
+
+
+def test_a_method_on_fewer_seeds_is_compared_on_the_shared_ones_and_the_table_says_so(tmp_path):
+    rng = np.random.default_rng(11)
+    rio = 6.0 + rng.normal(0, 0.3, 10)
+    r_i = rio[:5] + 0.5 + rng.normal(0, 0.05, 5)  # worse than rio on every shared split
+    results = tmp_path / "results"
+    for seed, value in enumerate(rio):
+        write_run(results, "rio", "concrete", "holdout", "rio", seed, {"rmse": float(value)})
+    for seed, value in enumerate(r_i):
+        write_run(results, "rio", "concrete", "holdout", "r_i", seed, {"rmse": float(value)})
+    write_summary(results, "rio")
+    reference = load_reference(REFERENCE_DIR, "rio")
+    relations = {"concrete": relate_dataset("concrete", REGISTRY, reference)}
+    table = build_table({"id": "rmse", "metric": "rmse", "methods": ["rio", "r_i"]}, load_summary(results, "rio"),
+                        load_runs(results, "rio"), reference, relations)
+    cells = table.rows[0].cells
+    assert (cells[("rmse", "rio")].n, cells[("rmse", "r_i")].n) == (10, 5)
+    assert cells[("rmse", "rio")].mean == pytest.approx(rio.mean())  # each mean over its own runs
+    assert cells[("rmse", "r_i")].mean == pytest.approx(r_i.mean())
+    assert brute_force_paired_p(r_i, rio[:5]) < 0.05  # so r_i is not bold: tested on the 5 shared splits
+    assert not cells[("rmse", "r_i")].bold
+    note = [n for n in table.notes if "runs per method differ" in n]
+    assert note == ["concrete / holdout: runs per method differ (rio 10, r_i 5). Each mean is over its method's own "
+                    "runs; bold and the paired tests use the seeds both methods share."]
+    assert note[0] in to_markdown(table)

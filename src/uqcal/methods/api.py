@@ -47,13 +47,17 @@ def get_entry(family: str, method: str) -> MethodEntry:
     return table[method]
 
 
+# Keys of a method's config entry that choose which of its runs exist, not how it trains: never parameters.
+METHOD_SELECTORS = ("datasets", "settings", "seeds")
+
+
 def resolve_params(family: str, method: str, config_params: dict[str, Any] | None) -> dict[str, Any]:
     """defaults <- config <- overrides; unknown config keys are an error naming the key."""
     entry = get_entry(family, method)
     cls = entry.load_class()
     params = dict(cls.defaults)
     for key, value in (config_params or {}).items():
-        if key in ("datasets", "settings"):
+        if key in METHOD_SELECTORS:
             continue
         if key not in cls.defaults:
             raise KeyError(

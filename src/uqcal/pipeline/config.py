@@ -182,6 +182,22 @@ def check_semantics(config: dict, root: Path | None = None, method_families: Col
                 raise ConfigError(
                     f"families.{family}.methods.{method}: depends on method {dep!r}, which is not configured"
                 )
+            seeds = (params or {}).get("seeds")
+            for ds in seeds if isinstance(seeds, dict) else []:
+                if ds not in fam["datasets"]:
+                    raise ConfigError(
+                        f"families.{family}.methods.{method}.seeds: {ds!r} is not in families.{family}.datasets"
+                    )
+            for ds in fam["datasets"]:
+                for setting in settings_for(config, family, ds):
+                    if method not in methods_for(config, family, ds, setting):
+                        continue
+                    count = seeds_for(config, family, ds, setting, method)  # raises past the setting's count
+                    if dep and count > seeds_for(config, family, ds, setting, dep):
+                        raise ConfigError(
+                            f"families.{family}.methods.{method}.seeds: {count} for {ds}/{setting}, more than the "
+                            f"{seeds_for(config, family, ds, setting, dep)} runs of {dep!r} that it builds on"
+                        )
     problems = data_problems(config, root)
     if problems:
         listed = "\n".join(f"  - {p}" for p in problems)
@@ -258,14 +274,28 @@ def settings_for(config: dict, family: str, dataset: str) -> list[str]:
 SETTING_SELECTORS = ("datasets", "seeds")
 
 
-def seeds_for(config: dict, family: str, dataset: str, setting: str) -> int:
-    """How many seeds (splits, folds, repeats) a (dataset, setting) runs: the setting's ``seeds`` (an integer
-    for every dataset of the setting, or ``{dataset: integer}`` for those named) over the family's ``seeds``."""
+def _selected_seeds(entry: dict | None, dataset: str):
+    """An entry's ``seeds`` selector for `dataset`: an integer for every dataset, ``{dataset: integer}`` for
+    those named, or None."""
+    value = (entry or {}).get("seeds")
+    return value.get(dataset) if isinstance(value, dict) else value
+
+
+def seeds_for(config: dict, family: str, dataset: str, setting: str, method: str | None = None) -> int:
+    """How many seeds (splits, folds, repeats) a (dataset, setting) runs: the setting's ``seeds`` over the
+    family's. With `method`, how many of them that method runs: its own ``seeds`` (the first ones, so its
+    paired comparisons with the setting's other methods use the same splits), never more than the setting's."""
     fam = config["families"][family]
-    override = (fam["settings"][setting] or {}).get("seeds")
-    if isinstance(override, dict):
-        override = override.get(dataset)
-    return int(fam["seeds"] if override is None else override)
+    override = _selected_seeds(fam["settings"][setting], dataset)
+    count = int(fam["seeds"] if override is None else override)
+    if method is not None:
+        own = _selected_seeds(fam["methods"][method], dataset)
+        if own is not None:
+            if int(own) > count:
+                raise ConfigError(f"families.{family}.methods.{method}.seeds: {own} for {dataset}/{setting}, "
+                                  f"more than the {count} seeds the setting runs")
+            count = int(own)
+    return count
 
 
 def setting_params(config: dict, family: str, setting: str) -> dict:
@@ -330,7 +360,7 @@ def iter_batches(config: dict, families: list[str] | None = None) -> Iterator[Ba
             for setting in settings_for(config, family, dataset):
                 for method in methods_for(config, family, dataset, setting):
                     yield Batch(family, dataset, setting, method,
-                                tuple(range(seeds_for(config, family, dataset, setting))))
+                                tuple(range(seeds_for(config, family, dataset, setting, method))))
 
 
 def raw_dependencies(config: dict, dataset: str) -> list[str]:
@@ -402,7 +432,7 @@ def batch_job(config: dict, family: str, dataset: str, setting: str, method: str
     """``run_job`` for every seed of a method at once: the same slice of config, with ``seeds`` for ``seed``."""
     job = run_job(config, Run(family, dataset, setting, method, 0))
     del job["seed"]
-    job["seeds"] = list(range(seeds_for(config, family, dataset, setting)))
+    job["seeds"] = list(range(seeds_for(config, family, dataset, setting, method)))
     return job
 
 

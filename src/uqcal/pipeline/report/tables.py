@@ -231,6 +231,7 @@ def build_table(
     failed_cells = sum(1 for r in rows for c in r.cells.values() if c.failed_runs)
     if failed_cells:
         notes.insert(0, FAILURE_NOTE)
+    notes.extend(run_count_notes(rows))
     for name, rel in {r.dataset: r.relation for r in rows if r.relation.kind == "same"}.items():
         notes.append(
             f"Same data: our '{name}' is the paper's '{rel.paper}'; 'within' means our mean lies "
@@ -253,6 +254,21 @@ def build_table(
         marks_against=spec.get("marks_against"),
         failed_cells=failed_cells,
     )
+
+
+def run_count_notes(rows: list[Row]) -> list[str]:
+    """One note per row whose methods ran different numbers of seeds (a config's per-method ``seeds``)."""
+    notes = []
+    for row in rows:
+        counts: dict[str, int] = {}
+        for (_, method), cell in row.cells.items():
+            if cell.mean is not None and cell.n:
+                counts[method] = max(counts.get(method, 0), cell.n)
+        if len(set(counts.values())) > 1:
+            listed = ", ".join(f"{method} {n}" for method, n in counts.items())
+            notes.append(f"{row.dataset} / {row.setting}: runs per method differ ({listed}). Each mean is over its "
+                         "method's own runs; bold and the paired tests use the seeds both methods share.")
+    return notes
 
 
 def _failure_text(cell: Cell) -> str:
