@@ -136,9 +136,15 @@ def test_the_family_page_shows_the_device_of_the_configs_runs(tmp_path):
     # A run this config does not plan (seed 7) trained elsewhere: it must not reach the page.
     write_run(tree["results"], "rio", "concrete", "holdout", "rio", 7, {"rmse": 1.0, "nlpd": 1.0})
     write_json(rio / "rio" / "seed7" / "train_stats.json", {"device": "cuda:3", "device_name": "Tesla V100"})
+    config["report"] = {**(config.get("report") or {}),
+                        "budget_notes": {"rio": ["RIO's ablations run 1 of the 2 splits <here>."]}}
     build_reports(config, str(tree["config_path"]), tree["results"], tree["out"], tree["data"], tree["logs"],
                   reference_dir=REFERENCE_DIR)
-    assert _device_rows((tree["out"] / "rio" / "index.html").read_text()) == [
+    page = (tree["out"] / "rio" / "index.html").read_text()
+    # the config's own note on where its budget falls short, escaped, on its family's page only
+    assert "<li>RIO&#x27;s ablations run 1 of the 2 splits &lt;here&gt;.</li>" in page
+    assert page.index('class="budget"') < page.index("Claims checklist")
+    assert _device_rows(page) == [
         ["cpu", "x86_64", "2", "marginal (2)"],
         ["cuda", "NVIDIA H100 80GB HBM3", "6", "nn (2), rio (2), svgp (2)"],
     ]

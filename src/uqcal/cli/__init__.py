@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 import time
 
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     args.started = started
     _setup_logging(args.verbose)
     try:
-        return _run(args)
+        status = _run(args)
     except Exception as exc:
         if isinstance(exc, _user_errors()):
             print(f"uqcal {args.command}: error: {exc}", file=sys.stderr)
@@ -159,6 +160,23 @@ def main(argv: list[str] | None = None) -> int:
             usage = resource_usage(started)
             LOG.info("uqcal %s: %.1f s wall, %.1f s CPU, peak RSS %.0f MB", args.command, usage["wall_seconds"],
                      usage["cpu_seconds"], usage["max_rss_mb"])
+    if argv is None and not status and args.command in STEPS:
+        exit_without_teardown()
+    return status
+
+
+def exit_without_teardown() -> None:
+    """End a pipeline step's process that has succeeded without Python's interpreter teardown.
+
+    Finalising the modules a step has imported (torch, gpytorch, torch._dynamo's sympy, pandas, scikit-learn)
+    costs 0.5-2 s of CPU per process (benchmarks/process_teardown.py), and a default run starts ~115
+    such processes. A step has written and renamed every output before it returns, so only the standard
+    streams and the log handlers are left to flush.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    logging.shutdown()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 from importlib import resources
 from pathlib import Path
@@ -135,6 +135,7 @@ class FamilyReport:
     failures: pd.DataFrame | None = None
     devices: pd.DataFrame | None = None  # where the runs trained (provenance.read_run_devices)
     leaderboard_html: str = ""  # the arena's leaderboard section (uqcal.pipeline.report.leaderboard)
+    budget_notes: list[str] = field(default_factory=list)  # the config's report.budget_notes.<family>
 
 
 def _metrics_json(summary: pd.DataFrame, metrics: list[str] | None = None) -> dict:
@@ -239,8 +240,9 @@ def build_family(
     )
     _dvc_plot_data(family, spec, results_dir, fam_out)
     n_runs = int(runs.groupby(["dataset", "setting", "method", "seed"]).ngroups) if not runs.empty else 0
+    budget_notes = list(((config.get("report") or {}).get("budget_notes") or {}).get(family) or [])
     return FamilyReport(family, spec, summary, claims, tables, figures, datasets, n_runs, reference, failures,
-                        read_run_devices(results_dir, family), leaderboard_html)
+                        read_run_devices(results_dir, family), leaderboard_html, budget_notes)
 
 
 def _build_family_task(task: tuple) -> FamilyReport:
@@ -263,6 +265,10 @@ def family_page(rep: FamilyReport, prov: Provenance, reference: Reference, famil
         )
     else:
         body.append(f"<p>{rep.n_runs} runs on datasets: {escape(', '.join(rep.datasets))}.</p>")
+    if rep.budget_notes:  # the config's own words on where its budget cuts something short
+        items = "".join(f"<li>{escape(note)}</li>" for note in rep.budget_notes)
+        body.append(f'<div class="budget"><p><b>Where this config\'s budget falls short of the paper\'s:</b></p>'
+                    f"<ul>{items}</ul></div>")
     failed = {key: counts for key, counts in fit_failure_counts(rep.failures).items() if counts[0]}
     if failed:
         cells = "; ".join(f"{'/'.join(key)}: {k} of {n}" for key, (k, n) in sorted(failed.items()))

@@ -31,6 +31,7 @@ figure{margin:1em 0} figcaption{font-size:.9em;margin-bottom:.3em} .note,.skip{c
 .scroll{overflow-x:auto} details{margin:.4em 0} summary{cursor:pointer;color:#225}
 code{background:#f4f4f4;padding:0 .2em} ul.tablenotes{font-size:.85em;margin:.2em 0 0 1em}
 td.fitfail{background:#fde8e8} span.fitfail{color:#a11;font-weight:bold} p.fitfail{color:#a11}
+div.budget{border-left:4px solid #8a5a00;background:#fff8e6;padding:2px 12px;margin:8px 0}
 """
 
 
