@@ -30,9 +30,16 @@ def test_exit_without_teardown_flushes_what_the_step_printed_and_logged():
 
 
 def test_a_failing_step_keeps_its_status_and_message(tmp_path):
-    # Only success takes the short exit: a bad input still ends with status 2 and names the problem.
+    # Only success takes the short exit. Bad input (a user error) still ends with status 2 and names the
+    # problem; an unexpected error still ends with Python's traceback and status 1.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("families: {qr: {bogus: 1}}\n")
+    proc = subprocess.run([sys.executable, "-m", "uqcal.cli", "aggregate", "--config", str(bad), "--family", "qr"],
+                          cwd=REPO, env=tool_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert "families.qr" in proc.stderr and "bogus" in proc.stderr
     missing = tmp_path / "missing.json"
     proc = subprocess.run([sys.executable, "-m", "uqcal.cli", "train", "--spec", str(missing)], cwd=REPO,
                           env=tool_env(), capture_output=True, text=True, timeout=300)
-    assert proc.returncode != 0
-    assert "missing.json" in proc.stderr
+    assert proc.returncode == 1
+    assert "FileNotFoundError" in proc.stderr and "missing.json" in proc.stderr

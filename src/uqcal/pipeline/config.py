@@ -138,12 +138,7 @@ def check_semantics(config: dict, root: Path | None = None, method_families: Col
                         f"families.{family}.settings.{setting}.datasets: {ds!r} is not in "
                         f"families.{family}.datasets"
                     )
-            seeds = (params or {}).get("seeds")
-            for ds in seeds if isinstance(seeds, dict) else []:
-                if ds not in fam["datasets"]:
-                    raise ConfigError(
-                        f"families.{family}.settings.{setting}.seeds: {ds!r} is not in families.{family}.datasets"
-                    )
+            _check_seed_datasets(params, fam, f"families.{family}.settings.{setting}.seeds", family)
         for ds in ((fam.get("resources") or {}).get("per_dataset") or {}):
             if ds not in fam["datasets"]:
                 raise ConfigError(
@@ -182,26 +177,30 @@ def check_semantics(config: dict, root: Path | None = None, method_families: Col
                 raise ConfigError(
                     f"families.{family}.methods.{method}: depends on method {dep!r}, which is not configured"
                 )
-            seeds = (params or {}).get("seeds")
-            for ds in seeds if isinstance(seeds, dict) else []:
-                if ds not in fam["datasets"]:
-                    raise ConfigError(
-                        f"families.{family}.methods.{method}.seeds: {ds!r} is not in families.{family}.datasets"
-                    )
+            _check_seed_datasets(params, fam, f"families.{family}.methods.{method}.seeds", family)
             for ds in fam["datasets"]:
                 for setting in settings_for(config, family, ds):
                     if method not in methods_for(config, family, ds, setting):
                         continue
                     count = seeds_for(config, family, ds, setting, method)  # raises past the setting's count
-                    if dep and count > seeds_for(config, family, ds, setting, dep):
+                    base = seeds_for(config, family, ds, setting, dep) if dep else count
+                    if count > base:
                         raise ConfigError(
                             f"families.{family}.methods.{method}.seeds: {count} for {ds}/{setting}, more than the "
-                            f"{seeds_for(config, family, ds, setting, dep)} runs of {dep!r} that it builds on"
+                            f"{base} runs of {dep!r} that it builds on"
                         )
     problems = data_problems(config, root)
     if problems:
         listed = "\n".join(f"  - {p}" for p in problems)
         raise ConfigError(problems[0] if len(problems) == 1 else f"{len(problems)} problems:\n{listed}")
+
+
+def _check_seed_datasets(entry: dict | None, fam: dict, key: str, family: str) -> None:
+    """A ``seeds: {dataset: n}`` selector (of a setting or a method) names only the family's datasets."""
+    seeds = (entry or {}).get("seeds")
+    for ds in seeds if isinstance(seeds, dict) else []:
+        if ds not in fam["datasets"]:
+            raise ConfigError(f"{key}: {ds!r} is not in families.{family}.datasets")
 
 
 def data_problems(config: dict, root: Path | None = None) -> list[str]:
