@@ -128,3 +128,24 @@ def test_effect_contrast_with_fixed_folds_uses_the_fold_blocked_error():
     assert res.verdict == HELD and "cv5: fold-blocked se" in res.evidence[0].detail
     plain = evaluate_claim(_claim({**check, "fixed_folds": []}), _context(per_seed))
     assert plain.evidence[0].pvalue_one_sided > res.evidence[0].pvalue_one_sided  # fold effects counted as noise
+
+
+def test_fold_blocked_compare_names_the_runs_that_detect_the_papers_difference():
+    from uqcal.metrics.stats import pairs_for_power
+
+    folds = np.array([0.0, 5.0, -3.0, 2.0, 40.0])
+    rng = np.random.default_rng(4)
+    base = np.tile(20 + folds, 3) + rng.normal(0, 0.3, 15)
+    diffs = np.tile([3.0, -2.0, 0.0, 1.0, -1.0], 3) + rng.normal(0, 2.0, 15)  # fold-dependent, noisy
+    per_seed = {("concrete", "cv5", "dvi"): list(base), ("concrete", "cv5", "dvi_qr"): list(base + diffs)}
+    reference = Reference("qr", tables={"table1": {"id": "table1", "records": [
+        {"dataset": "Concrete Strength", "setting": "cv5", "method": m, "metric": "ce", "mean": v, "std": 2.0}
+        for m, v in (("dvi", 21.35), ("dvi_qr", 19.96))]}})
+    check = {"kind": "fold_blocked_compare", "metric": "ce", "a": "dvi_qr", "b": "dvi", "direction": "less",
+             "paper_table": "table1"}
+    detail = evaluate_claim(_claim(check), _context(per_seed, reference)).evidence[0].detail
+    # Within-fold scatter from a least-squares fit on fold indicators (df = 15 - 5); 5 blocks.
+    design = np.eye(5)[np.arange(15) % 5]
+    residual = diffs - design @ np.linalg.lstsq(design, diffs, rcond=None)[0]
+    needed = pairs_for_power(1.39 / np.sqrt(residual @ residual / 10), blocks=5)
+    assert detail.endswith(f"; the paper's difference -1.390, which {needed:.0f} runs would detect with 80 % power")

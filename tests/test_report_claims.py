@@ -347,3 +347,29 @@ def test_a_claim_over_several_pairs_and_metrics_counts_each_comparison():
     assert [(e.label, e.outcome) for e in single.evidence] == [("d / h", "better")]
     with pytest.raises(ValueError, match="pairs"):
         evaluate_claim(claim({"kind": "less_than", "metric": "rmse", "pairs": [["r1"]]}), ctx)
+
+
+def test_a_row_on_the_papers_data_names_the_papers_difference_and_the_runs_that_detect_it():
+    from uqcal.metrics.stats import pairs_for_power
+
+    relations = {"tie": DatasetRelation("tie", "CCS", "same"), "win": DatasetRelation("win", None, "stand_in")}
+    records = [{"dataset": "CCS", "setting": "h", "method": m, "metric": "rmse", "mean": v, "std": 0.5}
+               for m, v in (("a", 5.97), ("b", 6.06))]
+    ctx = paired_ctx(relations)
+    ctx.reference = Reference("metareg", tables={"t1": {"id": "t1", "records": records}})
+    check = {"kind": "less_than", "metric": "rmse", "a": "a", "b": "b", "datasets": ["tie", "win"],
+             "paper_table": "t1"}
+    tie, win = (next(e for e in evaluate_claim(claim(check), ctx).evidence if e.dataset == d) for d in ("tie", "win"))
+    # The tie's differences are the jitter of paired_ctx; the paper's a - b = -0.09 in those units.
+    sd = np.std([0.1, -0.1, 0.05, -0.05, 0.1, -0.1, 0.05, -0.05], ddof=1)
+    needed = pairs_for_power(0.09 / sd)
+    assert tie.outcome == "tie"
+    expected = f"; the paper's difference {fmt(-0.09)}, which {needed:.0f} runs would detect with 80 % power"
+    assert tie.detail.endswith(expected)
+    assert "paper" not in win.detail  # a stand-in: the paper's numbers are not about this data
+    # The reverse claim (b < a): the paper's own difference goes against it.
+    reverse = evaluate_claim(claim({**check, "a": "b", "b": "a"}), ctx).evidence
+    assert f"the paper's difference {fmt(0.09)} (against the claim), which {needed:.0f} runs" in next(
+        e for e in reverse if e.dataset == "tie").detail
+    with pytest.raises(ValueError, match="paper_table: 't2'"):
+        evaluate_claim(claim({**check, "paper_table": "t2"}), ctx)

@@ -181,6 +181,24 @@ def test_power_inverses_agree_with_published_sample_sizes():
     assert S.pairs_for_power(0.0) == np.inf
 
 
+def test_runs_for_power_at_a_given_difference():
+    # Cohen's d = 0.5 needs 34 pairs (above): a difference of 1 with differences scattering by 2 is that effect.
+    assert S.runs_for_power(1.0, 2.0) == 34 and S.runs_for_power(-1.0, 2.0) == 34
+    assert S.runs_for_power(1.0, 2.0, test="wilcoxon") == np.ceil(34 / (3 / np.pi))
+    assert S.runs_for_power(0.0, 1.0) is None and S.runs_for_power(1.0, 0.0) == 2.0
+    # Fold-blocked, 5 fixed folds: df = n - 5. The smallest n whose power, from scipy's noncentral t with that
+    # df, reaches 80 %; the lost degrees of freedom cost runs when few runs are needed.
+    def power(n, effect):
+        crit = sps.t.ppf(0.975, n - 5)
+        return sps.nct.sf(crit, n - 5, effect * np.sqrt(n)) + sps.nct.cdf(-crit, n - 5, effect * np.sqrt(n))
+
+    for diff, paired in ((1.0, 34), (3.0, 6)):
+        needed = S.runs_for_power(diff, 2.0, blocks=5)
+        assert power(needed, diff / 2.0) >= 0.8 > power(needed - 1, diff / 2.0)
+        assert needed >= paired and S.runs_for_power(diff, 2.0) == paired
+    assert S.runs_for_power(3.0, 2.0, blocks=5) > 6
+
+
 def test_paired_comparison_outcomes_interval_and_power():
     rng = np.random.default_rng(3)
     b = rng.normal(10.0, 1.0, 12)

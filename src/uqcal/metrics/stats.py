@@ -382,12 +382,13 @@ def _fmt(value: float) -> str:
     return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
 
 
-def paired_t_power(effect: float, n: int, alpha: float = 0.05) -> float:
+def paired_t_power(effect: float, n: int, alpha: float = 0.05, blocks: int = 1) -> float:
     """Power of the two-sided paired t-test at standardised effect ``effect`` = mean / sd of differences,
-    from the noncentral t distribution (df = n - 1, noncentrality effect * sqrt(n))."""
-    if n < 2:
+    from the noncentral t distribution (df = n - blocks, noncentrality effect * sqrt(n)); ``blocks`` > 1 is the
+    fold-blocked test (:func:`fold_blocked_test`, sd the within-fold scatter)."""
+    if n <= blocks:
         return float("nan")
-    df = n - 1
+    df = n - blocks
     crit = stats.t.ppf(1 - alpha / 2, df)
     nc = abs(effect) * np.sqrt(n)
     return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
@@ -407,20 +408,37 @@ def minimum_detectable_effect(n: int, alpha: float = 0.05, power: float = 0.8) -
     return hi
 
 
-def pairs_for_power(effect: float, alpha: float = 0.05, power: float = 0.8, n_max: int = 100_000) -> float:
+def pairs_for_power(effect: float, alpha: float = 0.05, power: float = 0.8, n_max: int = 100_000,
+                    blocks: int = 1) -> float:
     """Pairs the two-sided paired t-test needs for the given power at standardised effect ``effect``;
-    inf when even ``n_max`` pairs do not reach it (or the effect is zero)."""
+    inf when even ``n_max`` pairs do not reach it (or the effect is zero). ``blocks`` as in
+    :func:`paired_t_power`."""
     if effect == 0 or not np.isfinite(effect):
-        return float("inf") if effect == 0 else 2.0
-    if paired_t_power(effect, n_max, alpha) < power:
+        return float("inf") if effect == 0 else float(blocks + 1)
+    if paired_t_power(effect, n_max, alpha, blocks) < power:
         return float("inf")
-    lo, hi = 2, n_max  # power increases with n: bisection on the integers
-    if paired_t_power(effect, lo, alpha) >= power:
+    lo, hi = blocks + 1, n_max  # power increases with n: bisection on the integers
+    if paired_t_power(effect, lo, alpha, blocks) >= power:
         return float(lo)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if paired_t_power(effect, mid, alpha) < power else (lo, mid)
+        lo, hi = (mid, hi) if paired_t_power(effect, mid, alpha, blocks) < power else (lo, mid)
     return float(hi)
+
+
+def runs_for_power(diff: float, sd: float, alpha: float = 0.05, test: str = "ttest", blocks: int = 1) -> float | None:
+    """Runs (pairs) a paired test needs for 80 % power at mean difference ``diff`` when the differences scatter
+    with standard deviation ``sd``: :func:`pairs_for_power` at the standardised effect diff / sd, divided by
+    the Wilcoxon test's efficiency for ``test: wilcoxon``. ``blocks`` > 1 is the fold-blocked test (df = n -
+    blocks; ``sd`` the within-fold scatter). None for a zero difference (no n detects it); the fewest runs
+    the test can use when the differences do not scatter."""
+    if diff == 0 or not np.isfinite(diff):
+        return None
+    if sd == 0:
+        return float(blocks + 1)
+    efficiency = 1.0 if test == "ttest" else WILCOXON_ARE
+    needed = pairs_for_power(diff / sd, alpha, blocks=blocks) / efficiency
+    return float(np.ceil(needed)) if np.isfinite(needed) else needed
 
 
 def paired_comparison(a, b, test: str = "ttest", alpha: float = 0.05, direction: int = -1) -> PairedComparison:
@@ -451,13 +469,7 @@ def paired_comparison(a, b, test: str = "ttest", alpha: float = 0.05, direction:
     # An effective sample of n * ARE pairs gives the Wilcoxon test's power (asymptotically, normal differences).
     n_eff = max(2, int(round(n * efficiency)))
     mde = minimum_detectable_effect(n_eff, alpha) * sd_d
-    if mean_d == 0:
-        n_needed = None
-    elif sd_d == 0:
-        n_needed = 2.0
-    else:
-        n_needed = pairs_for_power(mean_d / sd_d, alpha) / efficiency
-        n_needed = float(np.ceil(n_needed)) if np.isfinite(n_needed) else n_needed
+    n_needed = runs_for_power(mean_d, sd_d, alpha, test)
     return PairedComparison(
         test, n, float(x.mean()), float(y.mean()), mean_d, sd_d, ci, p, float(p_one),
         outcome, float(mde), n_needed,

@@ -9,7 +9,10 @@ Comparisons (``less_than``, ``greater_than``) are paired tests per row over the 
 Each row is ``better`` (significant in the claimed direction), ``tie`` (not significant) or ``worse``
 (significant against it), with the confidence interval of the mean difference and the test's power (the
 smallest difference detectable with 80 % power, and the pairs the observed difference would need).
-``accept: not_worse`` makes a tie support the claim (for "at least as good as" claims).
+``accept: not_worse`` makes a tie support the claim (for "at least as good as" claims). ``paper_table`` (a
+reference table id, or a list searched in order) adds, on rows of the paper's own data, the paper's difference
+between the two methods and the runs that would detect it with 80 % power at our scatter: whether a tie could
+have found the effect the paper reports.
 
 Scopes say how rows combine, as the paper words the claim: ``every_row`` (default: "on every dataset"),
 ``majority`` ("generally", "in most cases": more than half), ``{at_least: f}``, ``any_row``, or ``pooled``
@@ -29,7 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from uqcal.metrics.stats import fold_blocked_test, logrank_pvalue, paired_comparison, spearman
+from uqcal.metrics.stats import fold_blocked_test, logrank_pvalue, paired_comparison, runs_for_power, spearman
 from uqcal.pipeline.report.episode_claims import check_episode_paired as _episode_paired
 from uqcal.pipeline.report.results import load_predictions
 from uqcal.pipeline.report.tables import fmt, not_worse_than_best, spread_verdict
@@ -84,13 +87,17 @@ def _compare(claim: dict, ctx: ClaimContext, greater: bool) -> ClaimResult:
         per_seed = _per_seed(ctx, check, metric) if test != "none" else {}
         for a, b in pairs:
             total += len(wide)
-            evidence += _compare_cell(wide, per_seed, metric, a, b, test, alpha, accept, direction, greater, named)
+            paper = {row: _paper_difference(ctx, check, *row, metric, a, b) for row in wide.index}
+            evidence += _compare_cell(wide, per_seed, metric, a, b, test, alpha, accept, direction, greater, named,
+                                      paper)
     what = " or ".join(f"{a} and {b} for {metric}" for metric in metrics for a, b in pairs)
     return _finish(claim, evidence, total, f"no row has both {what}")
 
 
-def _compare_cell(wide, per_seed, metric, a, b, test, alpha, accept, direction, greater, named) -> list[Evidence]:
-    """One (metric, a, b) comparison on every row that has both methods."""
+def _compare_cell(wide, per_seed, metric, a, b, test, alpha, accept, direction, greater, named,
+                  paper_differences: dict | None = None) -> list[Evidence]:
+    """One (metric, a, b) comparison on every row that has both methods; ``paper_differences[(dataset, setting)]``
+    is the paper's a - b on that row (absent or None when the paper has no such row)."""
     evidence = []
     for (dataset, setting), values in wide.iterrows():
         va, vb = values.get(a, np.nan), values.get(b, np.nan)
@@ -104,7 +111,8 @@ def _compare_cell(wide, per_seed, metric, a, b, test, alpha, accept, direction, 
                 [runs_a[s] for s in shared], [runs_b[s] for s in shared], test, alpha, direction
             )
             ok = result.outcome == "better" or (accept == "not_worse" and result.outcome == "tie")
-            detail = f"{result.outcome}: {result.describe(metric, a, b)}"
+            detail = f"{result.outcome}: {result.describe(metric, a, b)}" + _paper_power(
+                (paper_differences or {}).get((dataset, setting)), result.sd_diff, alpha, direction, test)
             evidence.append(Evidence(label, detail, ok, result.outcome, dataset, result.pvalue_one_sided))
             continue
         ok = bool(va > vb) if greater else bool(va < vb)
@@ -113,6 +121,42 @@ def _compare_cell(wide, per_seed, metric, a, b, test, alpha, accept, direction, 
         evidence.append(Evidence(label, f"{metric}({a}) = {fmt(va)} {sign} {metric}({b}) = {fmt(vb)}?{note}", ok,
                                  dataset=dataset))
     return evidence
+
+
+def _paper_difference(ctx: ClaimContext, check: dict, dataset: str, setting, metric: str, a: str,
+                      b: str) -> float | None:
+    """The paper's mean of ``a`` minus its mean of ``b`` for this row, from the claim's ``paper_table`` (one table
+    of the family's reference, or a list: each method's value comes from the first that has it): only on the
+    paper's own data (relation ``same``), None otherwise."""
+    tables, relation = check.get("paper_table") or [], ctx.relations.get(dataset)
+    tables = [tables] if isinstance(tables, str) else list(tables)
+    unknown = [t for t in tables if t not in ctx.reference.tables]
+    if unknown:
+        raise ValueError(f"paper_table: {unknown[0]!r} is not a table of the reference "
+                         f"(it has {sorted(ctx.reference.tables)})")
+    if not tables or relation is None or relation.kind != "same":
+        return None
+    paper = {}
+    for method in (a, b):
+        found = (ctx.reference.value(t, relation.paper, str(setting), method, metric) for t in tables)
+        paper[method] = next((record for record in found if record is not None), None)
+    if paper[a] is None or paper[b] is None:
+        return None
+    return float(paper[a]["mean"]) - float(paper[b]["mean"])
+
+
+def _paper_power(paper_diff: float | None, sd: float, alpha: float, direction: int, test: str = "ttest",
+                 blocks: int = 1) -> str:
+    """The evidence's closing clause on the paper's own effect: its size (flagged when the paper's own means go
+    against the claim), and the runs that would detect it with 80 % power given the scatter of our paired
+    differences, so that a tie says whether our runs could have seen the paper's effect."""
+    if paper_diff is None:
+        return ""
+    against = " (against the claim)" if np.sign(paper_diff) == -direction else ""
+    needed = runs_for_power(paper_diff, sd, alpha, test, blocks)
+    runs = "" if needed is None else (f", which {needed:.0f} runs would detect with 80 % power" if np.isfinite(needed)
+                                      else ", which no feasible number of runs detects")
+    return f"; the paper's difference {fmt(paper_diff)}{against}{runs}"
 
 
 def check_less_than(claim: dict, ctx: ClaimContext) -> ClaimResult:
@@ -424,7 +468,9 @@ def check_fold_blocked_compare(claim: dict, ctx: ClaimContext) -> ClaimResult:
         sign = "<" if mean_a < mean_b else ">"
         detail = (f"{outcome}: {metric}({a}) {fmt(mean_a)} {sign} {metric}({b}) {fmt(mean_b)}; diff {fmt(res['mean'])} "
                   f"[{fmt(res['ci'][0])}, {fmt(res['ci'][1])}], fold-blocked paired t (fixed folds, df {res['df']}) "
-                  f"p = {fmt(res['p_two'])}, n = {len(shared)}; detectable at 80 % power: |diff| >= {fmt(res['mde'])}")
+                  f"p = {fmt(res['p_two'])}, n = {len(shared)}; detectable at 80 % power: |diff| >= {fmt(res['mde'])}"
+                  + _paper_power(_paper_difference(ctx, check, dataset, setting, metric, a, b),
+                                 res["se"] * math.sqrt(len(shared)), alpha, direction, blocks=folds))
         evidence.append(Evidence(f"{dataset} / {setting}", detail, ok, outcome, dataset, float(p_one)))
     return _finish(claim, evidence, len(wide), f"no row has both {a} and {b} for {metric} with repeated folds")
 
