@@ -71,8 +71,11 @@ smoke: venv
 arena: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES) --configfile config/arena.yaml
 
+# TEST_WORKERS: pytest-xdist processes (0: one process). Two halve the wall time on two cores: most of the end-to-end
+# tests' time is spent waiting on Snakemake and DVC subprocesses; each worker runs the smoke pipeline once.
+TEST_WORKERS ?= 2
 test: venv
-	PATH="$(CURDIR)/$(BIN):$$PATH" UQCAL_LOCKED_ENV=1 $(BIN)/python -m pytest -q
+	PATH="$(CURDIR)/$(BIN):$$PATH" UQCAL_LOCKED_ENV=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 # The documentation site (mkdocs.yml, docs/) into site/; any warning fails the build.
 docs: venv
