@@ -149,3 +149,10 @@ def test_fold_blocked_compare_names_the_runs_that_detect_the_papers_difference()
     residual = diffs - design @ np.linalg.lstsq(design, diffs, rcond=None)[0]
     needed = pairs_for_power(1.39 / np.sqrt(residual @ residual / 10), blocks=5)
     assert detail.endswith(f"; the paper's difference -1.390, which {needed:.0f} runs would detect with 80 % power")
+    # A list of tables: each method's value from the first table that has it (Table 4's isotonic rows against
+    # Table 1's base row); the same method in an earlier table wins.
+    reference.tables["table4"] = {"id": "table4", "records": [
+        {"dataset": "Concrete Strength", "setting": "cv5", "method": "dvi_qr", "metric": "ce", "mean": 30.0,
+         "std": 2.0}]}
+    listed = evaluate_claim(_claim({**check, "paper_table": ["table4", "table1"]}), _context(per_seed, reference))
+    assert "; the paper's difference 8.650 (against the claim)" in listed.evidence[0].detail  # 30 - 21.35
