@@ -52,13 +52,9 @@ def fit(config: dict, workdir: Path, dataset: str, method: str, seed: int, raw: 
 
 def paper_difference(config: dict, dataset: str, base: str, qr: str) -> float | None:
     """The paper's CE(qr) - CE(base) on this dataset (Tables 1-2), None when it is not one of the paper's."""
-    reference = load_reference(Path("config/reference"), "qr")
     paper_name = (config["datasets"][dataset].get("paper_dataset") or {}).get("qr")
-    for table in ("table1", "table2"):
-        a, b = (reference.value(table, paper_name, "cv5", m, "ce") for m in (qr, base))
-        if a is not None and b is not None:
-            return float(a["mean"]) - float(b["mean"])
-    return None
+    return load_reference(Path("config/reference"), "qr").difference(["table1", "table2"], paper_name, "cv5", qr,
+                                                                     base, "ce")
 
 
 def main() -> None:

@@ -33,6 +33,18 @@ class Reference:
                 return record
         return None
 
+    def difference(self, table_ids: list[str], dataset: str, setting: str, a: str, b: str, metric: str) -> float | None:
+        """The paper's mean of ``a`` minus its mean of ``b``, each from the first of ``table_ids`` that has it
+        (None when either is missing)."""
+        means = []
+        for method in (a, b):
+            found = (self.value(t, dataset, setting, method, metric) for t in table_ids)
+            record = next((r for r in found if r is not None), None)
+            if record is None:
+                return None
+            means.append(float(record["mean"]))
+        return means[0] - means[1]
+
     def paper_datasets(self, table_id: str | None = None) -> list[str]:
         tables = [self.tables[table_id]] if table_id in self.tables else list(self.tables.values())
         seen: dict[str, None] = {}

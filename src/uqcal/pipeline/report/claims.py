@@ -136,13 +136,7 @@ def _paper_difference(ctx: ClaimContext, check: dict, dataset: str, setting, met
                          f"(it has {sorted(ctx.reference.tables)})")
     if not tables or relation is None or relation.kind != "same":
         return None
-    paper = {}
-    for method in (a, b):
-        found = (ctx.reference.value(t, relation.paper, str(setting), method, metric) for t in tables)
-        paper[method] = next((record for record in found if record is not None), None)
-    if paper[a] is None or paper[b] is None:
-        return None
-    return float(paper[a]["mean"]) - float(paper[b]["mean"])
+    return ctx.reference.difference(tables, relation.paper, str(setting), a, b, metric)
 
 
 def _paper_power(paper_diff: float | None, sd: float, alpha: float, direction: int, test: str = "ttest",
