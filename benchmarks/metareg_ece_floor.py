@@ -5,7 +5,10 @@ the row's own query-set size (``uqcal.metrics.ece_floor``, simulated with the me
 MDKL's mean per-query-set ECE (Sec. 5.4) and their excess over that floor, the paired difference over splits
 with its p-value (paired t), the smallest difference detectable at 80 % power and the splits the observed
 difference would need for 80 % power; then the same for the pooled ECE (all query points of a run at once,
-floor at the pooled count). Nothing is trained; reads metrics.json only.
+floor at the pooled count). Then, per row, the calibration map's share: metacal's per-query-set ECE of the
+same meta-trained GP before its map r (Eq. 6's h_U, the ``pit_uncal`` column of predictions.parquet) and
+after it, r's paired effect, and the uncalibrated GP against MDKL. Nothing is trained; reads metrics.json and
+metacal's predictions.parquet.
 
     PYTHONPATH=src python benchmarks/metareg_ece_floor.py [--results results] [--a metacal] [--b mdkl]
 """
@@ -18,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from uqcal.metrics import ece_floor
+from uqcal.metrics import ece_floor, ece_iwata
 from uqcal.metrics.stats import paired_comparison
 
 
@@ -39,7 +42,8 @@ def main() -> None:
     print(f"| data / N_S | metric | points | floor | {args.a} (excess) | {args.b} (excess) | diff [95 % CI] | p | "
           "MDE (80 %) | splits for 80 % power |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for row in sorted(p for p in base.glob("*/*") if (p / args.a).is_dir() and (p / args.b).is_dir()):
+    rows = sorted(p for p in base.glob("*/*") if (p / args.a).is_dir() and (p / args.b).is_dir())
+    for row in rows:
         runs_a, runs_b = per_seed(row, args.a), per_seed(row, args.b)
         seeds = sorted(set(runs_a) & set(runs_b))
         if len(seeds) < 2:
@@ -59,6 +63,36 @@ def main() -> None:
                   f"{a.mean():.4f} ({a.mean() - floor:+.4f}) | {b.mean():.4f} ({b.mean() - floor:+.4f}) | "
                   f"{cmp.mean_diff:+.4f} [{cmp.ci[0]:+.4f}, {cmp.ci[1]:+.4f}] | {cmp.pvalue:.3f} | {cmp.mde:.4f} | "
                   f"{need} |", flush=True)
+
+
+    print()
+    print(f"| data / N_S | {args.a} ECE before r | after r | r's effect [95 % CI], p | before r − {args.b} [95 % CI], p |")
+    print("|---|---|---|---|---|")
+    for row in rows:
+        runs_a, runs_b = per_seed(row, args.a), per_seed(row, args.b)
+        seeds = sorted(s for s in set(runs_a) & set(runs_b) if (row / args.a / f"seed{s}" / "predictions.parquet").exists())
+        before = np.array([ece_before_map(row / args.a / f"seed{s}") for s in seeds])
+        if len(seeds) < 2 or np.isnan(before).any():
+            continue  # a method without a calibration map (no pit_uncal column)
+        after = np.array([runs_a[s]["ece"] for s in seeds])
+        other = np.array([runs_b[s]["ece"] for s in seeds])
+        effect = paired_comparison(after, before, "ttest", 0.05, -1)
+        base_gap = paired_comparison(before, other, "ttest", 0.05, -1)
+        print(f"| {row.parent.name} / {row.name} | {before.mean():.4f} | {after.mean():.4f} | "
+              f"{effect.mean_diff:+.4f} [{effect.ci[0]:+.4f}, {effect.ci[1]:+.4f}], {effect.pvalue:.3f} | "
+              f"{base_gap.mean_diff:+.4f} [{base_gap.ci[0]:+.4f}, {base_gap.ci[1]:+.4f}], {base_gap.pvalue:.3f} |",
+              flush=True)
+
+
+def ece_before_map(run: Path) -> float:
+    """Per-query-set ECE (Sec. 5.4, the evaluator's per-episode mean) of the uncalibrated CDF h_U; NaN when the
+    run has no ``pit_uncal`` column."""
+    import pandas as pd
+
+    pred = pd.read_parquet(run / "predictions.parquet")
+    if "pit_uncal" not in pred:
+        return float("nan")
+    return float(np.mean([ece_iwata(g["pit_uncal"].to_numpy(float)) for _, g in pred.groupby("episode", sort=True)]))
 
 
 def _pooled_count(run: Path) -> int:
