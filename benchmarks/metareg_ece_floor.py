@@ -43,8 +43,9 @@ def main() -> None:
           "MDE (80 %) | splits for 80 % power |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     rows = sorted(p for p in base.glob("*/*") if (p / args.a).is_dir() and (p / args.b).is_dir())
+    runs = {row: (per_seed(row, args.a), per_seed(row, args.b)) for row in rows}
     for row in rows:
-        runs_a, runs_b = per_seed(row, args.a), per_seed(row, args.b)
+        runs_a, runs_b = runs[row]
         seeds = sorted(set(runs_a) & set(runs_b))
         if len(seeds) < 2:
             continue
@@ -64,12 +65,11 @@ def main() -> None:
                   f"{cmp.mean_diff:+.4f} [{cmp.ci[0]:+.4f}, {cmp.ci[1]:+.4f}] | {cmp.pvalue:.3f} | {cmp.mde:.4f} | "
                   f"{need} |", flush=True)
 
-
     print()
     print(f"| data / N_S | {args.a} ECE before r | after r | r's effect [95 % CI], p | before r − {args.b} [95 % CI], p |")
     print("|---|---|---|---|---|")
     for row in rows:
-        runs_a, runs_b = per_seed(row, args.a), per_seed(row, args.b)
+        runs_a, runs_b = runs[row]
         seeds = sorted(s for s in set(runs_a) & set(runs_b) if (row / args.a / f"seed{s}" / "predictions.parquet").exists())
         before = np.array([ece_before_map(row / args.a / f"seed{s}") for s in seeds])
         if len(seeds) < 2 or np.isnan(before).any():
