@@ -7,6 +7,25 @@ from pathlib import Path
 
 import yaml
 
+from uqcal.metrics.replication import SPREAD_KINDS, difference_standard_error, paper_standard_error
+
+
+@dataclass(frozen=True)
+class PaperNumber:
+    """A paper's mean (or difference of two means) with its printed ±, its standard error and the runs behind it."""
+
+    mean: float
+    std: float | None
+    se: float | None
+    n: int | None
+    table: str
+    record: dict | None = None
+    cells: tuple | None = None  # a difference: the two cells it is made of
+
+    @property
+    def df(self) -> int | None:
+        return None if self.n is None else self.n - 1
+
 
 @dataclass
 class Reference:
@@ -17,6 +36,7 @@ class Reference:
     method_names: dict[str, str] = field(default_factory=dict)
     tables: dict[str, dict] = field(default_factory=dict)
     dataset_aliases: dict[str, list[str]] = field(default_factory=dict)
+    margins: dict[str, dict] = field(default_factory=dict)  # claim id -> {metric, margin | relative, reason, quote}
     path: Path | None = None
 
     def value(self, table_id: str, dataset: str, setting: str, method: str, metric: str) -> dict | None:
@@ -44,6 +64,51 @@ class Reference:
                 return None
             means.append(float(record["mean"]))
         return means[0] - means[1]
+
+    def paper_number(self, table_ids: list[str] | str, dataset: str, setting: str, method: str,
+                     metric: str) -> PaperNumber | None:
+        """The paper's mean of one cell with its standard error, from the first of ``table_ids`` that has the cell;
+        the se comes from the table's ``uncertainty`` block (what its ± is, over how many runs), None where the
+        paper prints no ± or the block is missing."""
+        tables = [table_ids] if isinstance(table_ids, str) else list(table_ids)
+        for table_id in tables:
+            record = self.value(table_id, dataset, setting, method, metric)
+            if record is None:
+                continue
+            block = self.tables[table_id].get("uncertainty") or {}
+            n = (block.get("n_by_dataset") or {}).get(dataset, block.get("n"))
+            se = None
+            if block.get("kind") in SPREAD_KINDS and record.get("std") is not None:
+                se = paper_standard_error(record["std"], block["kind"], n, block.get("ddof"))
+            return PaperNumber(float(record["mean"]), record.get("std"), se, None if n is None else int(n), table_id,
+                               record)
+        return None
+
+    def paper_difference(self, table_ids: list[str] | str, dataset: str, setting: str, a: str, b: str,
+                         metric: str) -> PaperNumber | None:
+        """The paper's a - b on one row with sqrt(se_a^2 + se_b^2) as its se (an overstatement: the paper's runs of
+        a and b share splits); None when either cell is missing."""
+        cells = [self.paper_number(table_ids, dataset, setting, m, metric) for m in (a, b)]
+        if None in cells:
+            return None
+        first, second = cells
+        n = min(c.n for c in cells) if first.n is not None and second.n is not None else None
+        return PaperNumber(first.mean - second.mean, None, difference_standard_error(first.se, second.se), n,
+                           first.table, None, (first, second))
+
+    def bold_rule_holds(self, table_ids: list[str] | str, dataset: str, setting: str, a: str, b: str,
+                        metric: str) -> bool | None:
+        """Whether the paper marks a against b as a difference by its own rule where the table says the rule is
+        computable (QR: "Bold represents there is no overlap over 1 std interval"): the two mean ± std intervals do
+        not overlap. None where the cells or the rule are missing."""
+        diff = self.paper_difference(table_ids, dataset, setting, a, b, metric)
+        if diff is None or not (self.tables[diff.table].get("marks") or {}).get("bold_rule"):
+            return None
+        first, second = diff.cells
+        if first.std is None or second.std is None:
+            return None
+        low, high = sorted((first, second), key=lambda c: c.mean)
+        return low.mean + float(low.std) < high.mean - float(high.std)
 
     def paper_datasets(self, table_id: str | None = None) -> list[str]:
         tables = [self.tables[table_id]] if table_id in self.tables else list(self.tables.values())
@@ -82,6 +147,7 @@ def load_reference(reference_dir: Path, family: str) -> Reference:
         method_names=data.get("method_names") or {},
         tables=tables,
         dataset_aliases=data.get("dataset_aliases") or {},
+        margins=data.get("margins") or {},
         path=path,
     )
 

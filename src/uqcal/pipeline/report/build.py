@@ -204,7 +204,10 @@ def build_family(
                                              for d in datasets}
     failures = load_fit_failures(results_dir, family, runs)
     names = {**reference.method_names, **(spec.get("method_names") or {})}
-    ctx = ClaimContext(family, summary, runs, reference, relations, results_dir)
+    report_cfg = config.get("report") or {}
+    claim_runs = (report_cfg.get("claim_runs") or {}).get(family)
+    runs_source = f"declared in the config (report.claim_runs.{family}): {report_cfg.get('claim_runs_reason', '')}"
+    ctx = ClaimContext(family, summary, runs, reference, relations, results_dir, claim_runs, runs_source.rstrip(": "))
     claims = evaluate_claims(spec.get("claims") or [], ctx)
     tables = []
     for table_spec in spec.get("tables") or []:
@@ -224,20 +227,7 @@ def build_family(
 
         leaderboard_html = build_leaderboard(spec["leaderboard"], runs, results_dir, family, fam_out, names).html
     write_json(fam_out / "metrics.json", _metrics_json(summary, spec.get("summary")))
-    write_json(
-        fam_out / "claims.json",
-        [
-            {
-                "id": c.id,
-                "text": c.text,
-                "verdict": c.verdict,
-                "summary": c.summary,
-                "evidence": [e.as_dict() for e in c.evidence],
-                "by_data": {name: {"verdict": v, "summary": summary} for name, (v, summary) in c.by_data.items()},
-            }
-            for c in claims
-        ],
-    )
+    write_json(fam_out / "claims.json", [c.as_dict() for c in claims])
     _dvc_plot_data(family, spec, results_dir, fam_out)
     n_runs = int(runs.groupby(["dataset", "setting", "method", "seed"]).ngroups) if not runs.empty else 0
     budget_notes = list(((config.get("report") or {}).get("budget_notes") or {}).get(family) or [])

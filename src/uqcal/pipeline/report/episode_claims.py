@@ -28,7 +28,7 @@ from scipy import stats
 
 from uqcal.metrics.stats import episode_ttest_pvalue
 from uqcal.pipeline.report.results import load_predictions
-from uqcal.pipeline.report.verdicts import _filter, _finish
+from uqcal.pipeline.report.verdicts import Evidence, _filter, declared_seeds, finish, margin_for
 
 N_BINS = 15
 LOWER_IS_BETTER = {"acc": False, "nll": True, "ece": True, "mce": True}
@@ -109,6 +109,9 @@ def compare(ta: pd.DataFrame, tb: pd.DataFrame, metric: str, alpha: float, n_boo
 
 
 def check_episode_paired(claim: dict, ctx) -> object:
+    """One evidence row per (dataset, setting, other method): superiority (``require: better``) or non-inferiority at
+    the reference's margin (``require: not_worse``) of ``a`` over the other method, paired over episodes."""
+    from uqcal.metrics import replication as R
     from uqcal.pipeline.report.tables import fmt
 
     check = claim["check"]
@@ -119,9 +122,11 @@ def check_episode_paired(claim: dict, ctx) -> object:
     probs, require = check.get("probs", "raw"), check.get("require", "not_worse")
     if require not in ("not_worse", "better"):
         raise ValueError(f"claims.{claim['id']}.check.require: {require!r}; use not_worse or better")
-    alpha, n_boot = float(check.get("alpha", 0.05)), int(check.get("n_boot", 2000))
+    alpha, n_boot = float(check.get("alpha", R.ALPHA)), int(check.get("n_boot", 2000))
+    direction = -1 if LOWER_IS_BETTER[metric] else 1
+    declared = ctx.declared_runs(claim["id"])
     keys = _filter(ctx.summary, check)[["dataset", "setting"]].drop_duplicates()
-    evidence = []
+    evidence, skipped = [], []
     for dataset, setting in keys.itertuples(index=False):
         if ctx.results_dir is None:
             break
@@ -130,18 +135,30 @@ def check_episode_paired(claim: dict, ctx) -> object:
             frame = load_predictions(ctx.results_dir, ctx.family, dataset, str(setting), method)
             if frame is not None and _probability_columns(frame, probs):
                 tables[method] = episode_table(frame, probs)
-        if a not in tables or len(tables) < 2:
+        if a not in tables:
             continue
-        parts, oks = [], []
         for other in others:
             if other not in tables:
                 continue
-            r = compare(tables[a], tables[other], metric, alpha, n_boot)
-            oks.append(r["outcome"] == "better" or (require == "not_worse" and r["outcome"] == "tie"))
-            parts.append(f"vs {other}: {fmt(r['a'])} vs {fmt(r['b'])}, Δ = {r['delta']:+.4f}, p = {fmt(r['p'])} "
-                         f"({r['test']}) → {r['outcome']}; MDE at 80 % power {fmt(r['mde'])}")
-        label = f"{dataset} / {setting}"
-        evidence.append((label, f"{metric} ({probs} probabilities) of {a} " + "; ".join(parts), all(oks)))
-    if check.get("scope") == "majority":  # more than half of the rows (spelled for engines without it)
-        claim = {**claim, "check": {**check, "scope": {"at_least": 0.5 + 1e-9}}}
-    return _finish(claim, evidence, len(keys), f"no predictions of {a} and {others} with '{probs}' columns")
+            label = f"{dataset} / {setting}: vs {other}"
+            seeds_a = set(tables[a].index.get_level_values("seed"))
+            seeds_b = set(tables[other].index.get_level_values("seed"))
+            seeds, why = declared_seeds([seeds_a, seeds_b], declared, minimum=1)
+            if seeds is None:
+                skipped.append(f"{label}: {why}")
+                continue
+            ta, tb = (t[t.index.get_level_values("seed").isin(seeds)] for t in (tables[a], tables[other]))
+            r = compare(ta, tb, metric, alpha, n_boot)
+            df = r["n"] - 1 if metric in ("acc", "nll") else None
+            p, margin, p_against, margin_text = r["p"], None, None, ""
+            hypothesis = "superiority"
+            if require == "not_worse":
+                hypothesis = "noninferiority"
+                margin, margin_text = margin_for(claim, ctx, r["b"])
+                p, p_against = R.noninferiority_pvalues(direction * r["delta"], r["se"], df, margin)
+                margin_text = f" ({margin_text}: non-inferiority)"
+            row_test = R.RowTest(hypothesis, r["delta"], r["se"], df, p, direction, margin, p_against)
+            detail = (f"{metric} ({probs} probabilities): {a} {fmt(r['a'])} vs {other} {fmt(r['b'])}, "
+                      f"diff {r['delta']:+.4f} ± {fmt(r['se'])} (se), p = {fmt(p)}{margin_text} ({r['test']})")
+            evidence.append(Evidence(label, detail, dataset, str(setting), row_test, r["test"], r["n"], len(seeds)))
+    return finish(claim, ctx, evidence, f"no predictions of {a} and {others} with '{probs}' columns", alpha, skipped)

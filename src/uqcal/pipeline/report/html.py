@@ -7,9 +7,12 @@ from html import escape
 
 import pandas as pd
 
-from uqcal.pipeline.report.claims import HELD, INCONCLUSIVE, NOT_HELD, NOT_RUN, ClaimResult
+from uqcal.metrics import replication as R
+from uqcal.pipeline.report.claims import ClaimResult
 from uqcal.pipeline.report.figures import Rendered, Skipped
 from uqcal.pipeline.report.provenance import Provenance
+from uqcal.pipeline.report.tables import fmt
+from uqcal.pipeline.report.verdicts import LEGEND, NOT_RUN, VERDICTS, Evidence
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;
@@ -26,6 +29,7 @@ figure{margin:1em 0} figcaption{font-size:.9em;margin-bottom:.3em} .note,.skip{c
 .verdict{font-weight:bold}
 .held{color:#176117} .notheld{color:#a11} .notrun{color:#777} .inconclusive{color:#8a5a00}
 .bydata{font-weight:normal;font-size:.9em;white-space:nowrap}
+table.evidence td{white-space:normal;text-align:right} td.rowdetail{text-align:left;color:#555;font-size:.9em}
 .figs{display:flex;flex-wrap:wrap;gap:1em} .figs figure{max-width:560px}
 .figs img{max-width:100%;border:1px solid #eee}
 .scroll{overflow-x:auto} details{margin:.4em 0} summary{cursor:pointer;color:#225}
@@ -45,42 +49,91 @@ def page(title: str, body: str, nav: list[tuple[str, str]]) -> str:
     )
 
 
+_VERDICT_CLASS = {R.REPRODUCED: "held", R.REPRODUCED_SMALLER: "held", R.GENERALISES: "held",
+                  R.CONTRADICTED: "notheld", R.DOES_NOT_GENERALISE: "notheld", R.SMALLER_THAN_PAPER: "notheld",
+                  R.CONSISTENT: "inconclusive", R.UNDECIDED: "inconclusive"}
+
+
 def verdict_class(verdict: str) -> str:
-    return {HELD: "held", NOT_HELD: "notheld", INCONCLUSIVE: "inconclusive"}.get(verdict, "notrun")
+    return _VERDICT_CLASS.get(verdict, "notrun")
+
+
+def _n(value) -> str:
+    return "–" if value is None else fmt(value)
+
+
+def _evidence_row(e: Evidence) -> str:
+    """One row of a claim's evidence: ours beside the paper's, with the prediction interval and the tests."""
+    t, o = e.test, e.outcome
+    paper = "–"
+    if t.paper_estimate is not None:
+        paper = f"{fmt(t.paper_estimate)} ± {_n(t.paper_se)}"
+    interval = "–" if o.get("pi_low") is None else f"[{fmt(o['pi_low'])}, {fmt(o['pi_high'])}]"
+    d33 = "–" if o.get("d33") is None else f"{fmt(o['d33'])} (p {fmt(o['p_d33'])})"
+    cells = [escape(e.label), f"{fmt(t.estimate)} ± {fmt(t.se)}", str(e.runs if e.runs is not None else "–"),
+             f"{fmt(e.p_adjusted if e.p_adjusted is not None else t.p)}", paper, interval, d33,
+             "–" if e.n80 is None else fmt(e.n80),
+             f'<span class="{verdict_class(e.verdict)}">{escape(e.verdict or "")}</span>']
+    return ("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+            f'<tr><td colspan="9" class="rowdetail">{escape(e.detail)}</td></tr>')
+
+
+def _claim_details(res: ClaimResult) -> str:
+    parts = []
+    if res.evidence:
+        head = ("<tr><th>row</th><th>ours ± se</th><th>runs</th><th>p (adj.)</th><th>paper ± se</th>"
+                "<th>95 % prediction interval</th><th>d33 (p)</th><th>runs for 80 % power at the paper's effect</th>"
+                "<th>verdict</th></tr>")
+        parts.append(f'<table class="evidence">{head}{"".join(_evidence_row(e) for e in res.evidence)}</table>')
+    for name, (verdict, summary) in res.by_data.items():
+        parts.append(f"<p>{escape(name)}: <b>{escape(verdict)}</b>; {escape(summary)}</p>")
+    runs = (f"{res.runs_declared} runs per row, {res.runs_source}" if res.runs_declared is not None
+            else f"runs {res.runs_source}")
+    parts.append(f"<p>{escape(runs)}; scope: {escape(str(res.scope or 'every_row'))}.</p>")
+    if res.skipped:
+        parts.append("<p>Rows not tested:</p><ul>" + "".join(f"<li>{escape(s)}</li>" for s in res.skipped)
+                     + "</ul>")
+    return "".join(parts)
+
+
+def legend_html() -> str:
+    items = "".join(f'<li><span class="{verdict_class(v)}"><b>{escape(v)}</b></span>: {escape(text)}</li>'
+                    for v, text in LEGEND.items())
+    return (f'<details class="legend"><summary>What the verdicts mean</summary><ul>{items}</ul>'
+            '<p>Each row is one test at 5 %, Holm-adjusted within the claim where the claim counts rows; a tie '
+            'never supports a claim. docs/verdicts.md gives the formulas and references.</p></details>')
 
 
 def claims_html(results: list[ClaimResult]) -> str:
     if not results:
         return "<p>No claims are listed for this paper.</p>"
-    rows = []
+    rows, not_run = [], {}
     for res in results:
-        evidence = "".join(f"<li>{e.mark} {escape(e.label)}: {escape(e.detail)}</li>" for e in res.evidence)
-        by_data = "".join(
-            f'<br><span class="bydata {verdict_class(v)}">{escape(name)}: {escape(v)} ({escape(summary)})</span>'
-            for name, (v, summary) in res.by_data.items()
-        )
-        detail = (
-            f"<details><summary>{escape(res.summary)}</summary><ul>{evidence}</ul></details>"
-            if evidence
-            else escape(res.summary)
-        )
+        if res.verdict == NOT_RUN:
+            not_run.setdefault(res.decided_by or "a config that runs its methods", []).append(res)
+            continue
         source = f" <small>({escape(res.source)})</small>" if res.source else ""
+        others = "".join(f'<br><span class="bydata {verdict_class(v)}">{escape(name)}: {escape(v)}</span>'
+                         for name, (v, _) in list(res.by_data.items())[1:])
         rows.append(
-            f'<tr id="claim-{escape(res.id)}"><td>{escape(res.text)}{source}</td>'
-            f'<td class="verdict {verdict_class(res.verdict)}">{escape(res.verdict)}{by_data}</td><td>{detail}</td></tr>'  # noqa: E501
+            f'<tr id="claim-{escape(res.id)}"><td><details><summary>{escape(res.text)}{source}</summary>'
+            f"{_claim_details(res)}</details></td>"
+            f'<td class="verdict {verdict_class(res.verdict)}">{escape(res.verdict)}{others}</td></tr>'
         )
-    return (
-        '<table class="claims"><thead><tr><th>claim</th><th>verdict</th><th>numbers behind it</th></tr>'
-        "</thead><tbody>" + "".join(rows) + "</tbody></table>"
-        "<p class=\"note\">Rows: ✓ supports the claim, = tie (the paired test cannot tell), ✗ contradicts it. "
-        "Inconclusive: no contradiction enough to reject, but too many ties to accept; the power figures say "
-        "what difference the test could have detected.</p>"
-    )
+    out = [legend_html()]
+    if rows:
+        out.append('<table class="claims"><thead><tr><th>claim (open for the numbers behind it)</th><th>verdict</th>'
+                   "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+    for config, items in not_run.items():
+        listed = "".join(f'<li id="claim-{escape(r.id)}">{escape(r.text)}</li>' for r in items)
+        out.append(f'<details class="notrun"><summary>{len(items)} claims not run here: '
+                   f"{escape(config)} runs them</summary><ul>{listed}</ul></details>")
+    return "".join(out)
 
 
 def claims_count(results: list[ClaimResult]) -> str:
-    counts = {v: sum(r.verdict == v for r in results) for v in (HELD, NOT_HELD, INCONCLUSIVE, NOT_RUN)}
-    return ", ".join(f"{n} {v}" for v, n in counts.items() if n or v != INCONCLUSIVE)
+    counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}
+    return ", ".join(f"{n} {v.replace('_', ' ')}" for v, n in counts.items() if n)
 
 
 def figures_html(items: list, rel_prefix: str = "") -> str:

@@ -1,6 +1,13 @@
-"""What claims are made of: verdicts, evidence rows, the context a check reads, and how rows combine into a
-verdict (scopes). ``claims`` (the check kinds) and ``episode_claims`` (episode-paired tests) both build on it,
-so neither imports the other.
+"""What claims are made of: evidence rows with their numbers, the context a check reads, and how rows combine into
+a claim's verdict. ``claims`` (the check kinds) and ``episode_claims`` (episode-paired tests) both build on it.
+
+A row is one test: our estimate with its standard error, degrees of freedom, runs and p-value, and on the paper's
+own data the paper's estimate and standard error, the prediction interval, the small-telescopes test and the runs
+that would detect the paper's effect. Its verdict follows ``uqcal.metrics.replication.row_verdict``. A claim's
+rows are split by data: the paper's own data with a published number (replication verdicts), and rows without one
+(stand-ins, or a paper that prints no number: direction verdicts). Where the claim's scope counts rows, the rows'
+p-values are Holm-adjusted within each group first. The claim's verdict is that of its paper rows where it has
+any, else that of its other rows; both are kept in ``by_data``. docs/verdicts.md explains the scheme.
 """
 
 from __future__ import annotations
@@ -11,34 +18,70 @@ from pathlib import Path
 
 import pandas as pd
 
-from uqcal.metrics.stats import stouffer
+from uqcal.metrics import replication as R
+from uqcal.metrics.stats import holm_adjust
 from uqcal.pipeline.reference import DatasetRelation, Reference
-from uqcal.pipeline.report.tables import fmt
 
-HELD, NOT_HELD, INCONCLUSIVE, NOT_RUN = "held", "not held", "inconclusive", "not run"
-VERDICTS = (HELD, NOT_HELD, INCONCLUSIVE, NOT_RUN)
-PAPER_DATA, STAND_INS = "paper's data", "stand-ins"
+VERDICTS = R.VERDICTS
+NOT_RUN = R.NOT_RUN
+PAPER_DATA, NO_PAPER_NUMBER, STAND_INS = "paper's data", "paper's data, no published number", "stand-ins"
+GROUPS = (PAPER_DATA, NO_PAPER_NUMBER, STAND_INS)
+# One line per verdict, for the report's legend and docs/verdicts.md.
+LEGEND = {
+    R.REPRODUCED: "significant in the paper's direction, inside the replication prediction interval",
+    R.REPRODUCED_SMALLER: "significant in the paper's direction, below the prediction interval (a smaller effect)",
+    R.CONSISTENT: "not significant, inside the prediction interval, the small-telescopes d33 not rejected: "
+                  "underpowered (the row names the runs that would decide it)",
+    R.SMALLER_THAN_PAPER: "not significant and d33 rejected: smaller than the paper could have detected",
+    R.CONTRADICTED: "significant against the claim, or outside the prediction interval",
+    R.GENERALISES: "no paper number (stand-in data): significant in the claim's direction",
+    R.DOES_NOT_GENERALISE: "no paper number: significant against the claim",
+    R.UNDECIDED: "no paper number: not significant",
+    R.NOT_RUN: "this config does not run it; the named config does",
+}
 
 
 @dataclass
 class Evidence:
-    """One row behind a verdict. ``ok``: the row supports the claim. ``outcome``: a paired row's better / tie
-    / worse (None for rows decided without a test). ``pvalue_one_sided``: in the claimed direction."""
+    """One row behind a verdict: a label, a sentence for the reader and the numbers of its test (``test``), or for a
+    row that could not be tested (``test`` None, e.g. too few runs) only the sentence."""
 
     label: str
     detail: str
-    ok: bool
-    outcome: str | None = None
     dataset: str | None = None
-    pvalue_one_sided: float | None = None
+    setting: str | None = None
+    test: R.RowTest | None = None
+    test_name: str = ""
+    n: int | None = None          # the test's sample size (pairs, episodes, curves)
+    runs: int | None = None       # runs (seeds) per method behind the row
+    n80: float | None = None      # runs for 80 % power at the paper's effect, at our scatter
+    group: str = STAND_INS
+    p_adjusted: float | None = None
+    outcome: dict = field(default_factory=dict)  # row_verdict's numbers and verdict
 
     @property
-    def mark(self) -> str:
-        return "✓" if self.ok else ("=" if self.outcome == "tie" else "✗")
+    def verdict(self) -> str | None:
+        return self.outcome.get("verdict")
 
     def as_dict(self) -> dict:
-        return {"label": self.label, "detail": self.detail, "ok": self.ok, "outcome": self.outcome,
-                "dataset": self.dataset}
+        t = self.test
+        out = {"label": self.label, "dataset": self.dataset, "setting": self.setting, "data": self.group,
+               "verdict": self.verdict, "detail": self.detail, "test": self.test_name, "n": self.n,
+               "runs": self.runs}
+        if t is not None:
+            out.update({"hypothesis": t.hypothesis, "direction": t.direction, "estimate": _num(t.estimate),
+                        "se": _num(t.se), "df": _num(t.df), "p": _num(t.p), "p_adjusted": _num(self.p_adjusted),
+                        "margin": _num(t.margin), "paper_estimate": _num(t.paper_estimate),
+                        "paper_se": _num(t.paper_se), "n80_at_paper_effect": _num(self.n80)})
+            out.update({k: _num(v) if k != "side" else v for k, v in self.outcome.items() if k != "verdict"})
+        return out
+
+
+def _num(value):
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else (None if math.isnan(value) else ("inf" if value > 0 else "-inf"))
 
 
 @dataclass
@@ -49,7 +92,19 @@ class ClaimResult:
     summary: str
     evidence: list[Evidence] = field(default_factory=list)
     source: str = ""
-    by_data: dict[str, tuple[str, str]] = field(default_factory=dict)  # PAPER_DATA / STAND_INS -> (verdict, summary)
+    by_data: dict[str, tuple[str, str]] = field(default_factory=dict)  # group -> (verdict, summary)
+    runs_declared: int | None = None
+    runs_source: str = ""
+    scope: object = None
+    decided_by: str | None = None
+    skipped: list[str] = field(default_factory=list)  # rows that could not be tested, and why
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "text": self.text, "source": self.source, "verdict": self.verdict,
+                "summary": self.summary, "scope": self.scope, "runs_declared": self.runs_declared,
+                "runs_source": self.runs_source, "decided_by": self.decided_by,
+                "by_data": {name: {"verdict": v, "summary": s} for name, (v, s) in self.by_data.items()},
+                "evidence": [e.as_dict() for e in self.evidence], "rows_not_tested": self.skipped}
 
 
 @dataclass
@@ -60,6 +115,18 @@ class ClaimContext:
     reference: Reference
     relations: dict[str, DatasetRelation]
     results_dir: Path | None = None
+    claim_runs: dict | None = None  # the run config's report.claim_runs[family]: {claim id | default: n}
+    claim_runs_source: str = ""
+
+    def declared_runs(self, claim_id: str) -> int | None:
+        runs = self.claim_runs or {}
+        value = runs.get(claim_id, runs.get("default"))
+        return None if value is None else int(value)
+
+    def paper_relation(self, dataset: str) -> DatasetRelation | None:
+        """The dataset's relation when it is the paper's own data, else None."""
+        relation = self.relations.get(dataset)
+        return relation if relation is not None and relation.kind == "same" else None
 
 
 def _filter(frame: pd.DataFrame, check: dict) -> pd.DataFrame:
@@ -73,7 +140,8 @@ def _filter(frame: pd.DataFrame, check: dict) -> pd.DataFrame:
 
 
 def _means(ctx: ClaimContext, check: dict, metric: str) -> pd.DataFrame:
-    """Wide table of means: index (dataset, setting), columns methods."""
+    """Wide table of means: index (dataset, setting), columns methods (only to list the rows and methods; the
+    tests recompute their means over the declared runs)."""
     frame = _filter(ctx.summary[ctx.summary["metric"] == metric], check)
     if frame.empty:
         return pd.DataFrame()
@@ -91,74 +159,83 @@ def _per_seed(ctx: ClaimContext, check: dict, metric: str) -> dict[tuple[str, st
     return out
 
 
-def _required(scope, n: int) -> int:
-    """Rows that must support a claim for it to hold."""
-    if scope in (None, "every_row"):
-        return n
-    if scope == "majority":
-        return n // 2 + 1
-    if scope == "any_row":
-        return 1
-    if isinstance(scope, dict) and "at_least" in scope:
-        return max(1, math.ceil(float(scope["at_least"]) * n - 1e-9))
-    raise ValueError(f"unknown claim scope {scope!r}; use every_row, majority, any_row, pooled or {{at_least: f}}")
+def margin_for(claim: dict, ctx: ClaimContext, comparator_mean: float) -> tuple[float, str]:
+    """The non-inferiority margin the reference declares for this claim (absolute, or ``relative`` to the
+    comparator's mean) and its reason; a claim that needs one and has none is a configuration error."""
+    spec = ctx.reference.margins.get(claim["id"])
+    if not spec:
+        raise ValueError(f"a 'not worse' / 'best or tied' claim needs a margin: add margins.{claim['id']} "
+                         f"(margin or relative, and its reason) to config/reference/{ctx.family}.yaml")
+    if "margin" in spec:
+        return float(spec["margin"]), f"margin {_fmt(float(spec['margin']))}"
+    relative = float(spec["relative"])
+    return relative * abs(comparator_mean), f"margin {relative:.0%} of {_fmt(comparator_mean)}"
 
 
-def _combine(evidence: list[Evidence], check: dict) -> tuple[str, str]:
-    """Verdict and summary of a set of rows under the check's scope (module docstring)."""
-    scope = check.get("scope")
-    n = len(evidence)
-    support = sum(e.ok for e in evidence)
-    ties = sum((not e.ok) and e.outcome == "tie" for e in evidence)
-    summary = f"{support} of {n} rows hold" + (f" ({ties} tied: not significant)" if ties else "")
-    pvalues = [e.pvalue_one_sided for e in evidence if e.pvalue_one_sided is not None]
-    pooled = stouffer(pvalues) if pvalues and (scope == "pooled" or check.get("pooled")) else None
-    if pooled is not None:
-        summary += f"; pooled over {len(pvalues)} rows (Stouffer, one-sided) p = {fmt(pooled)}"
-    if scope == "pooled":
-        if pooled is None:
-            raise ValueError("scope 'pooled' needs paired rows (a per-run test); this check has none")
-        alpha = float(check.get("alpha", 0.05))
-        against = stouffer([1 - p for p in pvalues])
-        verdict = HELD if pooled < alpha else (NOT_HELD if against < alpha else INCONCLUSIVE)
-        return verdict, summary
-    need = _required(scope, n)
-    verdict = HELD if support >= need else (NOT_HELD if support + ties < need else INCONCLUSIVE)
-    return verdict, summary
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
 
 
-def _group_of(row: Evidence, relations: dict[str, DatasetRelation]) -> str:
-    relation = relations.get(row.dataset) if row.dataset is not None else None
-    return PAPER_DATA if relation is not None and relation.kind == "same" else STAND_INS
+def declared_seeds(seed_sets: list, declared: int | None, minimum: int = 2) -> tuple[list[int] | None, str]:
+    """The seeds a row's test uses: the first ``declared`` seeds that every method ran (runs are fixed in the
+    config before results exist, the same for every row of a claim), or all shared seeds when the config declares
+    none. None, with the reason, when a row has fewer than the declared runs."""
+    shared = sorted(set.intersection(*(set(s) for s in seed_sets))) if seed_sets else []
+    if declared is None:
+        return (shared, "") if len(shared) >= minimum else (None, f"{len(shared)} shared runs (the test needs {minimum})")
+    if len(shared) < declared:
+        return None, f"{len(shared)} shared runs of the {declared} declared"
+    return shared[:declared], ""
 
 
-def _as_evidence(item) -> Evidence:
-    if isinstance(item, Evidence):
-        return item
-    label, detail, ok = item
-    return Evidence(label, detail, bool(ok), dataset=label.split(" / ")[0])
+def group_of(ctx: ClaimContext, dataset: str | None, test: R.RowTest | None) -> str:
+    if dataset is None or ctx.paper_relation(dataset) is None:
+        return STAND_INS
+    has_number = test is not None and test.paper_estimate is not None and test.paper_se is not None
+    return PAPER_DATA if has_number else NO_PAPER_NUMBER
 
 
-def _finish(claim: dict, evidence: list, total_rows: int, what: str) -> ClaimResult:
-    rows = [_as_evidence(e) for e in evidence]
-    if not rows:
-        return ClaimResult(claim["id"], claim["text"], NOT_RUN, f"not run: {what}", [], claim.get("source", ""))
-    verdict, summary = _combine(rows, claim["check"])
-    if total_rows > len(rows):
-        summary += f" ({total_rows - len(rows)} rows lack a needed method)"
-    return ClaimResult(claim["id"], claim["text"], verdict, summary, rows, claim.get("source", ""))
+def _decide(rows: list[Evidence], scope, alpha: float) -> tuple[str, str]:
+    """Holm-adjust (where the scope counts rows) and decide each row, then the group's verdict and summary."""
+    pvalues = [e.test.p for e in rows]
+    adjusted = holm_adjust(pvalues) if R.scope_counts_rows(scope) and len(rows) > 1 else pvalues
+    for row, p_adj in zip(rows, adjusted, strict=True):
+        row.p_adjusted = float(p_adj)
+        row.outcome = R.row_verdict(row.test, float(p_adj), alpha)
+    verdicts = [r.verdict for r in rows]
+    verdict = R.combine_verdicts(verdicts, scope)
+    need = R.required_rows(scope, len(rows))
+    counts = ", ".join(f"{verdicts.count(v)} {v}" for v in R.VERDICTS if v in verdicts)
+    holm = "; Holm-adjusted within the claim" if R.scope_counts_rows(scope) and len(rows) > 1 else ""
+    return verdict, f"{len(rows)} rows ({counts}); {need} must hold{holm}"
 
 
-def _split_by_data(result: ClaimResult, claim: dict, relations: dict[str, DatasetRelation]) -> None:
-    """The verdict on the paper's own data and on stand-ins, each under the claim's scope."""
-    if result.verdict == NOT_RUN:
-        return
+def finish(claim: dict, ctx: ClaimContext, evidence: list[Evidence], what: str, alpha: float = R.ALPHA,
+           skipped: list[str] | None = None) -> ClaimResult:
+    """The claim's result from its rows: each row's group and verdict, each group's verdict under the claim's scope,
+    and the claim's verdict (its paper rows' where it has any)."""
+    scope = claim["check"].get("scope")
+    R.required_rows(scope, 1)  # an unknown scope fails here, with its name
+    declared = ctx.declared_runs(claim["id"])
+    result = ClaimResult(claim["id"], claim["text"], NOT_RUN, "", [], claim.get("source", ""), runs_declared=declared,
+                         runs_source=ctx.claim_runs_source if declared is not None else "not declared in the config",
+                         scope=scope, skipped=list(skipped or []))
+    tested = [e for e in evidence if e.test is not None]
+    result.skipped += [f"{e.label}: {e.detail}" for e in evidence if e.test is None]
+    if not tested:
+        decided_by = claim.get("decided_by")
+        result.decided_by = decided_by
+        result.summary = f"not run: {what}" + (f"; {decided_by} runs it" if decided_by else "")
+        return result
     groups: dict[str, list[Evidence]] = {}
-    for row in result.evidence:
-        groups.setdefault(_group_of(row, relations), []).append(row)
-    for name in (PAPER_DATA, STAND_INS):
+    for row in tested:
+        row.group = group_of(ctx, row.dataset, row.test)
+        groups.setdefault(row.group, []).append(row)
+    for name in GROUPS:
         if name in groups:
-            try:
-                result.by_data[name] = _combine(groups[name], claim["check"])
-            except ValueError:
-                continue
+            result.by_data[name] = _decide(groups[name], scope, alpha)
+    main = next(name for name in GROUPS if name in groups)
+    result.verdict, summary = result.by_data[main]
+    result.summary = f"{main}: {summary}"
+    result.evidence = tested
+    return result

@@ -1,0 +1,177 @@
+"""Replication statistics (uqcal.metrics.replication): each formula and verdict rule on hand-computed cases, the
+one-sided tests and Holm against statsmodels, and simulations of exact and biased reproductions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.weightstats import DescrStatsW, ttost_paired
+
+from uqcal.metrics import replication as R
+from uqcal.metrics.stats import holm_adjust
+
+
+def test_paper_standard_error_reads_each_kind_of_spread():
+    # std with ddof 0 over 3 repeats (QR's save_stats): sd = 2 sqrt(3/2), se = sd / sqrt(3) = 2 / sqrt(2)
+    assert R.paper_standard_error(2.0, "std", 3, ddof=0) == pytest.approx(2 / math.sqrt(2))
+    assert R.paper_standard_error(0.5, "std", 100, ddof=1) == pytest.approx(0.05)
+    assert R.paper_standard_error(0.5, "std", 100, ddof=None) == pytest.approx(0.5 * math.sqrt(100 / 99) / 10)
+    assert R.paper_standard_error(0.7, "se", None) == 0.7
+    assert R.paper_standard_error(stats.t.ppf(0.975, 9), "ci95", 10) == pytest.approx(1.0)
+    assert R.paper_standard_error(None, "std", 10) is None
+    assert R.paper_standard_error(1.0, "std", None) is None
+    with pytest.raises(ValueError, match="kind"):
+        R.paper_standard_error(1.0, "iqr", 10)
+    assert R.difference_standard_error(3.0, 4.0) == pytest.approx(5.0)
+
+
+def test_prediction_interval_and_d33_by_hand():
+    low, high = R.prediction_interval(1.0, 0.3, 0.4)
+    assert (low, high) == pytest.approx((1 - 1.959964 * 0.5, 1 + 1.959964 * 0.5), abs=1e-6)
+    assert R.d33(1.0) == pytest.approx(1.959964 + stats.norm.ppf(0.33), abs=1e-6)  # Simonsohn's 1.52
+    assert R.d33(1.0) == pytest.approx(1.52, abs=0.005)
+    assert R.d33(1.0, df_p=2) == pytest.approx(stats.t.ppf(0.975, 2) + stats.t.ppf(0.33, 2))
+    # one-sided p of ours (aligned 0.2, se 1) against d33 = 1.52
+    assert R.small_telescopes_pvalue(0.2, 1.0, 1.52) == pytest.approx(stats.norm.cdf(-1.32))
+
+
+def _row(estimate, se, paper=None, paper_se=None, hypothesis="superiority", direction=-1, margin=None):
+    p = R.two_sided_pvalue(estimate, se, None)
+    p_against = None
+    if hypothesis == "noninferiority":
+        p, p_against = R.noninferiority_pvalues(direction * estimate, se, None, margin)
+    test = R.RowTest(hypothesis, estimate, se, None, p, direction, margin, p_against, paper, paper_se)
+    return R.row_verdict(test)
+
+
+@pytest.mark.parametrize(("estimate", "se", "verdict"), [
+    (-2.5, 1.0, R.REPRODUCED),             # significant, inside [-3 -/+ 2.77]
+    (-0.5, 0.1, R.REPRODUCED_SMALLER),     # significant, below the interval [-4.97, -1.03]
+    (-6.0, 0.2, R.REPRODUCED),             # significant and above the interval: a larger effect
+    (1.0, 0.3, R.CONTRADICTED),            # significant against the claim
+    (-0.4, 1.0, R.CONSISTENT),             # not significant, inside [-5.77, -0.23], d33 not rejected (p .13)
+    (0.0, 1.0, R.CONTRADICTED),            # not significant, outside the interval, d33 not rejected (p .064)
+    (-0.1, 0.5, R.SMALLER_THAN_PAPER),     # not significant, d33 rejected: p = Phi((0.1 - 1.52) / 0.5) = .0023
+])
+def test_row_verdicts_on_the_papers_data(estimate, se, verdict):
+    # the paper: a - b = -3 with se 1 (the claim: a < b)
+    out = _row(estimate, se, paper=-3.0, paper_se=1.0)
+    assert out["verdict"] == verdict
+    assert out["pi_low"] == pytest.approx(-3 - 1.959964 * math.hypot(1, se), abs=1e-6)
+    assert out["d33"] == pytest.approx(-R.d33(1.0))  # in the claim's direction
+
+
+def test_row_verdicts_without_a_paper_number_and_for_margins_and_matches():
+    assert _row(-1.0, 0.3)["verdict"] == R.GENERALISES
+    assert _row(1.0, 0.3)["verdict"] == R.DOES_NOT_GENERALISE
+    assert _row(-0.3, 0.3)["verdict"] == R.UNDECIDED
+    # non-inferiority at margin 0.5 (a worse by 0.1 ± 0.1): significant; by 0.45 ± 0.2: undecided; by 1 ± 0.1: fails
+    assert _row(0.1, 0.1, hypothesis="noninferiority", margin=0.5)["verdict"] == R.GENERALISES
+    assert _row(0.45, 0.2, hypothesis="noninferiority", margin=0.5)["verdict"] == R.UNDECIDED
+    assert _row(1.0, 0.1, hypothesis="noninferiority", margin=0.5)["verdict"] == R.DOES_NOT_GENERALISE
+    # a value against the paper's: 6.5 ± 0.1 vs 6.87 ± 0.039 (Table 1's SVGP: std 0.39 over 100 runs)
+    inside = R.row_verdict(R.RowTest("match", 6.8, 0.1, 9, 0.5, paper_estimate=6.87, paper_se=0.039))
+    outside = R.row_verdict(R.RowTest("match", 6.5, 0.1, 9, 0.001, paper_estimate=6.87, paper_se=0.039))
+    assert (inside["verdict"], inside["side"]) == (R.CONSISTENT, "inside")
+    assert (outside["verdict"], outside["side"]) == (R.CONTRADICTED, "above")  # aligned: lower is better
+    with pytest.raises(ValueError, match="match row"):
+        R.row_verdict(R.RowTest("match", 6.5, 0.1, 9, 0.5))
+
+
+def test_a_tie_never_supports_a_claim():
+    for verdicts, scope in ([[R.CONSISTENT, R.REPRODUCED], None], [[R.UNDECIDED, R.GENERALISES], "every_row"]):
+        assert R.combine_verdicts(verdicts, scope) in (R.CONSISTENT, R.UNDECIDED)
+
+
+def test_combine_verdicts_under_each_scope():
+    every = [R.REPRODUCED, R.REPRODUCED_SMALLER, R.REPRODUCED]
+    assert R.combine_verdicts(every, "every_row") == R.REPRODUCED_SMALLER
+    assert R.combine_verdicts([*every, R.CONTRADICTED], None) == R.CONTRADICTED
+    # majority of 5 needs 3
+    assert R.combine_verdicts([R.REPRODUCED] * 3 + [R.CONTRADICTED] * 2, "majority") == R.REPRODUCED
+    assert R.combine_verdicts([R.REPRODUCED, R.REPRODUCED_SMALLER, R.REPRODUCED_SMALLER, R.CONSISTENT,
+                               R.CONSISTENT], "majority") == R.REPRODUCED_SMALLER
+    assert R.combine_verdicts([R.REPRODUCED, R.CONSISTENT, R.CONSISTENT, R.CONTRADICTED, R.CONTRADICTED],
+                              "majority") == R.CONSISTENT
+    assert R.combine_verdicts([R.REPRODUCED, R.CONSISTENT, R.CONTRADICTED, R.CONTRADICTED, R.CONTRADICTED],
+                              "majority") == R.CONTRADICTED
+    assert R.combine_verdicts([R.REPRODUCED, R.CONSISTENT, R.SMALLER_THAN_PAPER, R.SMALLER_THAN_PAPER,
+                               R.CONTRADICTED], "majority") == R.SMALLER_THAN_PAPER
+    assert R.combine_verdicts([R.GENERALISES, R.UNDECIDED, R.UNDECIDED], {"at_least": 0.6}) == R.UNDECIDED
+    assert R.combine_verdicts([R.GENERALISES, R.DOES_NOT_GENERALISE, R.DOES_NOT_GENERALISE],
+                              {"at_least": 0.6}) == R.DOES_NOT_GENERALISE
+    assert R.combine_verdicts([R.GENERALISES, R.UNDECIDED], "any_row") == R.GENERALISES
+    assert R.combine_verdicts([], "majority") == R.NOT_RUN
+    with pytest.raises(ValueError, match="scope"):
+        R.combine_verdicts([R.REPRODUCED], "most")
+
+
+def test_noninferiority_and_tost_match_statsmodels():
+    rng = np.random.default_rng(3)
+    for shift, margin in ((0.05, 0.3), (0.25, 0.3), (-0.4, 0.3), (0.0, 0.1)):
+        a = rng.normal(1.0 + shift, 0.5, 12)
+        b = rng.normal(1.0, 0.5, 12) + 0.8 * (a - 1.0)  # paired, correlated
+        d = a - b
+        se, df = d.std(ddof=1) / math.sqrt(d.size), d.size - 1
+        # "a not worse than b by more than margin", lower is better: aligned = -(a - b); H1: mean(d) < margin
+        p_ni, p_inf = R.noninferiority_pvalues(-d.mean(), se, df, margin)
+        _, p_sm, _ = DescrStatsW(d).ttest_mean(value=margin, alternative="smaller")
+        assert p_ni == pytest.approx(p_sm, rel=1e-9)
+        assert p_inf == pytest.approx(1 - p_sm, rel=1e-9)
+        p_eq, _ = R.equivalence_pvalues(d.mean(), se, df, margin)
+        assert p_eq == pytest.approx(ttost_paired(a, b, -margin, margin)[0], rel=1e-9)
+
+
+def test_holm_matches_statsmodels():
+    rng = np.random.default_rng(0)
+    for m in (1, 2, 5, 12):
+        p = rng.uniform(0, 0.2, m)
+        np.testing.assert_allclose(holm_adjust(p), multipletests(p, method="holm")[1], rtol=1e-12)
+
+
+def test_prediction_interval_power_by_hand():
+    # se_p = se_r = 1, bias 2 sqrt(2): P(Z > 2.772 - 2.828) + P(Z < -5.6) = Phi(0.0566)
+    assert R.prediction_interval_power(2 * math.sqrt(2), 1.0, 1.0) == pytest.approx(
+        stats.norm.cdf(2 * math.sqrt(2) - 1.959964 * math.sqrt(2)) + stats.norm.cdf(-5.6), abs=1e-4)
+    assert R.prediction_interval_power(0.0, 1.0, 1.0) == pytest.approx(2 * stats.norm.sf(1.959964 * math.sqrt(2)))
+
+
+def _simulate(theta_p, se_p, se_r, bias, draws, rng):
+    verdicts = []
+    for theta_r in rng.normal(theta_p + bias, se_r, draws):
+        test = R.RowTest("superiority", -theta_r, se_r, None, R.two_sided_pvalue(theta_r, se_r, None), -1,
+                         paper_estimate=-theta_p, paper_se=se_p)
+        verdicts.append(R.row_verdict(test)["verdict"])
+    return np.array(verdicts)
+
+
+@pytest.mark.parametrize("ratio", [2.0, 3.0, 5.0])       # the paper's effect in its own se: significant effects
+@pytest.mark.parametrize("se_r", [0.5, 1.0, 2.0])        # our se against the paper's (se_p = 1)
+def test_exact_reproductions_are_reproduced_or_consistent(ratio, se_r):
+    verdicts = _simulate(ratio, 1.0, se_r, 0.0, 4000, np.random.default_rng(int(10 * ratio + 100 * se_r)))
+    share = np.isin(verdicts, [R.REPRODUCED, R.CONSISTENT]).mean()
+    assert share >= 0.95
+
+
+def test_a_two_se_bias_is_contradicted_at_the_designed_power():
+    # the paper: effect 3 with se 1; ours se 1, biased towards zero by 2 sqrt(se_p^2 + se_r^2) = 2.83 (true 0.17).
+    # By hand, the verdict is a function of theta_r: contradicted below -1.96 (significant against) and between
+    # d33 - 1.645 = -0.125 and the interval's lower end 3 - 2.772 = 0.228; smaller_than_paper in [-1.96, -0.125).
+    theta_p, bias = 3.0, -2 * math.sqrt(2)
+    mean = theta_p + bias
+    d33_cut = R.d33(1.0) - stats.norm.ppf(0.95)
+    pi_low = theta_p - 1.959964 * math.sqrt(2)
+    designed = stats.norm.cdf(-1.959964 - mean) + stats.norm.cdf(pi_low - mean) - stats.norm.cdf(d33_cut - mean)
+    assert designed == pytest.approx(0.156, abs=0.002)
+    verdicts = _simulate(theta_p, 1.0, 1.0, bias, 8000, np.random.default_rng(7))
+    observed = (verdicts == R.CONTRADICTED).mean()
+    assert observed == pytest.approx(designed, abs=4 * math.sqrt(designed * (1 - designed) / 8000))
+    # and the interval itself, judging our value against the paper's (match rows), has the stated power
+    matches = [R.row_verdict(R.RowTest("match", x, 1.0, None, 1.0, paper_estimate=theta_p, paper_se=1.0))["verdict"]
+               for x in np.random.default_rng(8).normal(theta_p + bias, 1.0, 8000)]
+    power = R.prediction_interval_power(bias, 1.0, 1.0)
+    assert np.mean(np.array(matches) == R.CONTRADICTED) == pytest.approx(power, abs=4 * math.sqrt(power * (1 - power) / 8000))
