@@ -174,4 +174,5 @@ def test_a_two_se_bias_is_contradicted_at_the_designed_power():
     matches = [R.row_verdict(R.RowTest("match", x, 1.0, None, 1.0, paper_estimate=theta_p, paper_se=1.0))["verdict"]
                for x in np.random.default_rng(8).normal(theta_p + bias, 1.0, 8000)]
     power = R.prediction_interval_power(bias, 1.0, 1.0)
-    assert np.mean(np.array(matches) == R.CONTRADICTED) == pytest.approx(power, abs=4 * math.sqrt(power * (1 - power) / 8000))
+    tolerance = 4 * math.sqrt(power * (1 - power) / 8000)
+    assert np.mean(np.array(matches) == R.CONTRADICTED) == pytest.approx(power, abs=tolerance)

@@ -21,9 +21,14 @@ class PaperNumber:
     table: str
     record: dict | None = None
     cells: tuple | None = None  # a difference: the two cells it is made of
+    difference_df: int | None = None  # a difference of two means over n runs each: 2 (n - 1)
 
     @property
     def df(self) -> int | None:
+        """The paper's degrees of freedom: n - 1 for one mean, 2 (n - 1) for a difference of two printed means
+        (Welch's df for equal n and spreads), used for the small-telescopes d33 at small n."""
+        if self.difference_df is not None:
+            return self.difference_df
         return None if self.n is None else self.n - 1
 
 
@@ -94,7 +99,7 @@ class Reference:
         first, second = cells
         n = min(c.n for c in cells) if first.n is not None and second.n is not None else None
         return PaperNumber(first.mean - second.mean, None, difference_standard_error(first.se, second.se), n,
-                           first.table, None, (first, second))
+                           first.table, None, (first, second), None if n is None else 2 * (n - 1))
 
     def bold_rule_holds(self, table_ids: list[str] | str, dataset: str, setting: str, a: str, b: str,
                         metric: str) -> bool | None:

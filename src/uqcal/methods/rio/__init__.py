@@ -1,8 +1,9 @@
 """Methods of the `rio` family. Add a method: one module here plus one line in METHODS.
 
 RIO = R+IO; variants named as in the paper's Table 1: R+I, R+O, Y+O, Y+IO and SVGP (= Y+I). Every GP
-method reuses the network of `nn` from the same run (depends_on). `rio_ys` is ours: RIO whose output kernel
-reads the standardised network output instead of the raw one (the authors' code feeds raw y_hat).
+method reuses the network of `nn` from the same run (depends_on). Every GP fits raw targets, as the authors'
+code does. Ours, run beside them as labelled ablations: `rio_ys` (RIO whose output kernel reads the standardised
+network output; the authors feed raw y_hat), `rio_std` and `svgp_std` (RIO and SVGP on standardised targets).
 """
 
 from uqcal.core.lazy import lazy_getattr
@@ -17,6 +18,10 @@ METHODS: dict[str, MethodEntry] = {
     "rio_ys": MethodEntry(
         _GP, overrides={"target": "residual", "kernel_inputs": "io", "standardise_yhat": True}, depends_on="nn"
     ),
+    "rio_std": MethodEntry(_GP, overrides={"target": "residual", "kernel_inputs": "io", "scale_targets": True,
+                                           "centre_targets": True}, depends_on="nn"),
+    "svgp_std": MethodEntry(_GP, overrides={"target": "y", "kernel_inputs": "i", "scale_targets": True,
+                                            "centre_targets": True}, depends_on="nn"),
     "r_i": MethodEntry(_GP, overrides={"target": "residual", "kernel_inputs": "i"}, depends_on="nn"),
     "r_o": MethodEntry(_GP, overrides={"target": "residual", "kernel_inputs": "o"}, depends_on="nn"),
     "y_o": MethodEntry(_GP, overrides={"target": "y", "kernel_inputs": "o"}, depends_on="nn"),
