@@ -29,9 +29,15 @@ def dvc_sync(args) -> int:
 def validate_config(args) -> int:
     from uqcal.pipeline.config import iter_runs, load_config
 
+    from uqcal.pipeline.report.build import load_spec
+    from uqcal.pipeline.report.claim_runs import claim_runs_problems
+
     config = load_config(args.config or "config/config.yaml")
     runs = list(iter_runs(config))
     print(f"{args.config or 'config/config.yaml'}: valid; {len(runs)} runs over {len(config['families'])} families")
+    # Rows that cannot reach the runs the config declares for their claim: known before any job runs.
+    for problem in claim_runs_problems(config, {f: load_spec(f) for f in config["families"]}):
+        print(f"warning: {problem}")
     return 0
 
 

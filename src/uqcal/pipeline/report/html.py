@@ -120,7 +120,10 @@ def claims_html(results: list[ClaimResult]) -> str:
             f"{_claim_details(res)}</details></td>"
             f'<td class="verdict {verdict_class(res.verdict)}">{escape(res.verdict)}{others}</td></tr>'
         )
-    out = [legend_html()]
+    out = ['<p class="note">Verdicts: <b>reproduced</b> (or reproduced_smaller) · <b>consistent</b> (not '
+           "significant, underpowered) · <b>smaller_than_paper</b> · <b>contradicted</b>; where the paper has no "
+           "number: <b>generalises</b> · <b>undecided</b> · <b>does_not_generalise</b>. Open a claim for its rows: "
+           "ours ± se beside the paper's, the prediction interval and the tests.</p>", legend_html()]
     if rows:
         out.append('<table class="claims"><thead><tr><th>claim (open for the numbers behind it)</th><th>verdict</th>'
                    "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
