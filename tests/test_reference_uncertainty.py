@@ -132,16 +132,22 @@ def test_rio_table1_marks_and_rows():
     assert {"table1", "table6", "table2"} <= set(tables)
     table1 = tables["table1"]
     assert table1["uncertainty"]["n"] == 100 and table1["uncertainty"]["n_by_dataset"] == {"MSD": 10}
-    # Every transcribed non-RIO RMSE / NLPD cell of Table 1 is marked † ‡ against RIO; RIO's cells never are.
+    # The marks compare against RIO: RIO's cells never carry them, most others carry both.
+    cells = {(r["dataset"], r["method"], r["metric"]): r for r in table1["records"]}
     for record in table1["records"]:
-        if record["std"] is None:
-            continue
-        marked = record.get("dagger") and record.get("double_dagger")
-        assert bool(marked) == (record["method"] != "rio"), record
+        if record["method"] == "rio" or record["std"] is None:
+            assert not ({"dagger", "double_dagger"} & set(record)), record
+    assert cells[("CCS", "r_i", "rmse")].get("dagger") and cells[("CCS", "r_i", "rmse")].get("double_dagger")
+    assert cells[("yacht", "nn", "rmse")].get("dagger") and cells[("yacht", "nn", "rmse")].get("double_dagger")
+    for unmarked in [("wine/r", "y_o", "nlpd"), ("protein", "y_io", "rmse"), ("MSD", "r_o", "rmse")]:
+        assert not ({"dagger", "double_dagger"} & set(cells[unmarked])), unmarked
+    # All twelve datasets, seven rows each (NN without NLPD).
+    assert {r["dataset"] for r in table1["records"]} == {
+        "yacht", "ENB/h", "ENB/c", "airfoil", "CCS", "wine/r", "wine/w", "CCPP", "protein", "SC", "CT", "MSD"}
+    assert len(table1["records"]) == 12 * (2 + 6 * 4)
     # yacht and ENB/h: Y+O is the extraction's "×" row, Y+IO its sixth row (printed "Y+O").
-    cells = {(r["dataset"], r["method"], r["metric"]): r["mean"] for r in table1["records"]}
-    assert cells[("yacht", "y_o", "rmse")] == 1.86 and cells[("yacht", "y_io", "rmse")] == 1.58
-    assert cells[("ENB/h", "y_o", "rmse")] == 0.88 and cells[("ENB/h", "y_io", "rmse")] == 0.76
+    assert cells[("yacht", "y_o", "rmse")]["mean"] == 1.86 and cells[("yacht", "y_io", "rmse")]["mean"] == 1.58
+    assert cells[("ENB/h", "y_o", "rmse")]["mean"] == 0.88 and cells[("ENB/h", "y_io", "rmse")]["mean"] == 0.76
     # Table 6 (10,000 iterations): CCS as printed; R+I's NLPD is its one unmarked cell.
     table6 = {(r["method"], r["metric"]): r for r in tables["table6"]["records"] if r["dataset"] == "CCS"}
     assert table6[("svgp", "rmse")]["mean"] == 6.62 and table6[("svgp", "nlpd")]["mean"] == 3.297
