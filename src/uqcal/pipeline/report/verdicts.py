@@ -179,8 +179,11 @@ def _fmt(value: float) -> str:
 def declared_seeds(seed_sets: list, declared: int | None, minimum: int = 2) -> tuple[list[int] | None, str]:
     """The seeds a row's test uses: the first ``declared`` seeds that every method ran (runs are fixed in the
     config before results exist, the same for every row of a claim), or all shared seeds when the config declares
-    none. None, with the reason, when a row has fewer than the declared runs."""
+    none. None, with the reason, when a row has fewer than the declared runs, or when the declared runs are fewer
+    than the test needs (``minimum``: a paired t-test on one run has no spread and no degrees of freedom)."""
     shared = sorted(set.intersection(*(set(s) for s in seed_sets))) if seed_sets else []
+    if declared is not None and declared < minimum:
+        return None, f"{declared} declared run{'s' if declared != 1 else ''} (the test needs {minimum})"
     if declared is None:
         return (shared, "") if len(shared) >= minimum else (None, f"{len(shared)} shared runs (the test needs {minimum})")
     if len(shared) < declared:
