@@ -112,3 +112,31 @@ def test_asking_for_a_family_the_config_does_not_run_is_an_error(tmp_path):
         build_reports(config, str(tree["config_path"]), tree["results"], tree["out"], tree["data"], tree["logs"],
                       reference_dir=REFERENCE_DIR, families=["qr"])
     assert np.all([not (tree["out"] / "qr").exists()])
+
+
+def test_every_claim_in_claims_json_has_a_verdict_and_every_row_its_numbers(site):
+    from uqcal.metrics.replication import DIRECTION_VERDICTS, VERDICTS
+    from uqcal.pipeline.report.verdicts import PAPER_DATA
+
+    out = site["out"]
+    families = [p.parent.name for p in sorted(out.glob("*/claims.json"))]
+    assert families and "bo" not in families
+    tested = 0
+    for family in families:
+        for claim in json.loads((out / family / "claims.json").read_text()):
+            assert claim["verdict"] in VERDICTS, (family, claim["id"], claim["verdict"])
+            assert (claim["verdict"] == "not_run") == (not claim["evidence"]), (family, claim["id"])
+            for row in claim["evidence"]:
+                tested += 1
+                for key in ("estimate", "se", "p"):
+                    assert isinstance(row[key], float), (family, claim["id"], key, row)
+                assert isinstance(row["n"], int) and row["n"] >= 1
+                if row["data"] == PAPER_DATA:
+                    for key in ("paper_estimate", "paper_se", "pi_low", "pi_high"):
+                        assert isinstance(row[key], float), (family, claim["id"], key, row)
+                else:
+                    assert row["pi_low"] is None and row["verdict"] in DIRECTION_VERDICTS
+                # no support from a row whose (adjusted) p is not significant
+                if row["verdict"] in ("reproduced", "reproduced_smaller", "generalises"):
+                    assert row["p_adjusted"] < 0.05, (family, claim["id"], row)
+    assert tested > 0

@@ -499,9 +499,10 @@ def test_rio_coverage_uses_the_papers_z_values():
 # ------------------------------------------------------------------------------ report: best among listed methods
 def test_best_among_ignores_methods_outside_the_list():
     # The NN's NLPD (ours) and the marginal reference are lower than every GP method's here; the paper ranks
-    # only its GP methods for NLPD, so RIO must count as best among [rio, svgp] and not best among all.
+    # only its GP methods for NLPD, so RIO is compared with the best of [svgp] alone, not with the marginal's.
+    from uqcal.metrics import replication as R
     from uqcal.pipeline.reference import Reference
-    from uqcal.pipeline.report.claims import HELD, NOT_HELD, ClaimContext, evaluate_claim
+    from uqcal.pipeline.report.claims import ClaimContext, evaluate_claim
 
     rng = np.random.default_rng(0)
     means = {"nn": 1.0, "marginal": 0.5, "rio": 2.0, "svgp": 3.0}
@@ -511,10 +512,15 @@ def test_best_among_ignores_methods_outside_the_list():
     summary = runs.groupby(["dataset", "setting", "method", "metric"], as_index=False)["value"].agg(
         mean="mean", std="std", n="count"
     )
-    ctx = ClaimContext("rio", summary, runs, Reference("rio"), {})
-    base = {"metric": "nlpd", "method": "rio", "ties": "significance", "test": "ttest"}
+    reference = Reference("rio", margins={"c": {"margin": 0.05, "reason": "0.05 nats"}})
+    ctx = ClaimContext("rio", summary, runs, reference, {}, None, {"default": 8}, "test")
+    base = {"metric": "nlpd", "method": "rio", "test": "ttest"}
     among = evaluate_claim({"id": "c", "text": "t", "check": {"kind": "best_among", "methods": ["rio", "svgp"],
                                                               **base}}, ctx)  # fmt: skip
-    assert among.verdict == HELD
+    (row,) = among.as_dict()["evidence"]
+    assert "the best other, svgp" in row["detail"] and row["estimate"] == pytest.approx(-1.0, abs=0.05)
+    assert row["hypothesis"] == "noninferiority" and row["runs"] == 8
+    assert among.verdict == R.GENERALISES
     everyone = evaluate_claim({"id": "c", "text": "t", "check": {"kind": "best", **base}}, ctx)
-    assert everyone.verdict == NOT_HELD
+    assert "the best other, marginal" in everyone.evidence[0].detail
+    assert everyone.verdict == R.DOES_NOT_GENERALISE  # worse than the marginal by 1.5, far beyond the margin

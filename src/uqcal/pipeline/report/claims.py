@@ -79,6 +79,17 @@ def _sign_test_p(d: np.ndarray) -> float:
     return float(stats.binomtest(int((nonzero > 0).sum()), int(nonzero.size)).pvalue)
 
 
+def _sign_test_one_sided(x: np.ndarray) -> tuple[float, float]:
+    """Exact one-sided sign tests of ``x``: (p of H1 "x > 0", p of H1 "x < 0"), zeros dropped; (1, 1) when all
+    are zero."""
+    nonzero = x[x != 0]
+    if nonzero.size == 0:
+        return 1.0, 1.0
+    k, n = int((nonzero > 0).sum()), int(nonzero.size)
+    return (float(stats.binomtest(k, n, alternative="greater").pvalue),
+            float(stats.binomtest(k, n, alternative="less").pvalue))
+
+
 def paired_numbers(d: np.ndarray, test: str) -> tuple[float, float, float, float, str]:
     """(estimate, se, df, two-sided p, note) of paired differences ``d``: t (or Wilcoxon) p; a difference without
     spread is reported as identical or constant, with the sign test's p."""
@@ -87,8 +98,11 @@ def paired_numbers(d: np.ndarray, test: str) -> tuple[float, float, float, float
     if sd == 0 or np.allclose(d, d[0], rtol=1e-12, atol=0.0):
         note = "identical in every run" if d[0] == 0 else "the same difference in every run (sign test)"
         return mean, 0.0, n - 1, _sign_test_p(d), note
-    p = paired_pvalue(d, np.zeros_like(d), test)
-    return mean, sd / math.sqrt(n), n - 1, p, ""
+    se = sd / math.sqrt(n)
+    # the t-test's p from the row's own numbers (stats.paired_pvalue calls differences below 1e-8 in absolute value
+    # identical, p = 1, whatever the metric's scale)
+    p = R.two_sided_pvalue(mean, se, n - 1) if test == "ttest" else paired_pvalue(d, np.zeros_like(d), test)
+    return mean, se, n - 1, p, ""
 
 
 def _paper_test(ctx: ClaimContext, check: dict, dataset: str, setting, metric: str, a: str, b: str):
@@ -132,6 +146,16 @@ def _row(claim, ctx, label, dataset, setting, d, test, direction, accept, compar
         hypothesis = "equivalence"
         margin, margin_text = margin_for(claim, ctx, comparator_mean)
         p, p_against = R.equivalence_pvalues(estimate, se, df, margin)
+    if hypothesis != "superiority" and not se > 0 and d is not None and len(d):
+        # No spread: the t-based tests would give p = 0 at any n; the exact one-sided sign tests of the
+        # differences shifted by the margin give 1 / 2^n where every run is inside it.
+        if hypothesis == "noninferiority":
+            p, p_against = _sign_test_one_sided(direction * np.asarray(d, float) + margin)
+        else:
+            (p_low, beyond_low), (p_high, beyond_high) = (_sign_test_one_sided(np.asarray(d, float) + margin),
+                                                          _sign_test_one_sided(margin - np.asarray(d, float)))
+            p, p_against = max(p_low, p_high), min(beyond_low, beyond_high)
+        note = note or "no spread (sign test)"
     paper_est = None if paper is None else paper.mean
     paper_se = None if paper is None else paper.se
     row_test = R.RowTest(hypothesis, estimate, se, df, p, direction, margin, p_against, paper_est, paper_se,
@@ -312,7 +336,11 @@ def _match_rows(claim: dict, ctx: ClaimContext, our_numbers, note: str = "") -> 
             if seeds is None:
                 skipped.append(f"{label}: {why}")
                 continue
-            mean, se, df, runs, text = our_numbers(dataset, setting, method, {s: values[s] for s in seeds})
+            try:
+                mean, se, df, runs, text = our_numbers(dataset, setting, method, {s: values[s] for s in seeds})
+            except ValueError as err:  # e.g. fewer than 2 complete repeats of the folds: the row cannot be tested
+                skipped.append(f"{label}: {err}")
+                continue
             p = R.two_sided_pvalue(mean - paper.mean, math.hypot(se, paper.se), None)
             row_test = R.RowTest("match", mean, se, df, p, -1 if lower else 1, paper_estimate=paper.mean,
                                  paper_se=paper.se, paper_df=paper.df)
@@ -352,7 +380,7 @@ def check_within_paper_repeat_spread(claim: dict, ctx: ClaimContext) -> ClaimRes
             repeats.setdefault(int(seed) // folds, []).append(float(value))
         means = np.array([np.mean(v) for v in repeats.values() if len(v) == folds])
         if means.size < 2:
-            raise ValueError(f"{dataset} / {setting} / {method}: fewer than 2 complete repeats of {folds} folds")
+            raise ValueError(f"{means.size} complete repeats of the {folds} folds (the test needs 2)")
         se = float(means.std(ddof=1) / math.sqrt(means.size))
         return (float(means.mean()), se, means.size - 1, int(means.size * folds),
                 f"{fmt(means.mean())} ± {fmt(se)} (se over {means.size} repeats of the {folds}-fold mean)")
@@ -487,6 +515,8 @@ def check_effect_contrast(claim: dict, ctx: ClaimContext) -> ClaimResult:
         for setting in (first, second):
             runs_a, runs_b = per_seed.get((dataset, setting, a), {}), per_seed.get((dataset, setting, b), {})
             seeds, why = declared_seeds([runs_a, runs_b], declared) if runs_a and runs_b else (None, "not run")
+            if seeds is not None and setting in fixed and len(seeds) <= folds:
+                seeds, why = None, f"{len(seeds)} runs over {folds} folds (the fold-blocked test needs repeats)"
             if seeds is None:
                 skipped.append(f"{dataset} / {setting}: {why}")
                 break
