@@ -348,6 +348,12 @@ def test_a_constant_difference_gets_the_sign_tests_p_never_zero():
         assert row["verdict"] == (R.UNDECIDED if n == 5 else R.GENERALISES)
     row = rows(evaluate_claim(claim(check), ctx_of(pair_values("standin", np.zeros(6)))))["standin"]
     assert row["p"] == 1.0 and "identical in every run" in row["detail"] and row["verdict"] == R.UNDECIDED
+    # a run without a finite value (a failed fit) leaves the row untested: NaN never reads as significant
+    broken = -1 + JIT
+    broken[3] = np.nan
+    result = evaluate_claim(claim(check), ctx_of(pair_values("standin", broken)))
+    assert result.verdict == NOT_RUN and result.skipped == [
+        "standin / h: 1 of 10 paired runs have no finite value, so the row is not tested"]
     # a metric on a tiny scale: differences of 1e-10 are tested like any other, not read as identical
     tiny = 1e-10 * (-1 + JIT)
     row = rows(evaluate_claim(claim(check), ctx_of(pair_values("standin", tiny, base=1e-9 * BASE))))["standin"]
@@ -504,5 +510,6 @@ def test_a_curve_that_broke_down_is_left_out_and_counted_never_a_win(tmp_path):
     gd_broken = [[-5.0, -1.0], [-5.0, -1.0], [-5.0, -3.5, -2.9]]
     result = evaluate_claim(claim(CURVE_CHECK), _curves_ctx(tmp_path / "two", [{"md": md, "gd_whitened": gd_broken}]))
     assert result.verdict == NOT_RUN and result.evidence == []
-    assert result.skipped == ["g / 5w5s: gd_whitened broke down before step 2 in 2 of 3 curves, so no pair can be "
-                              "compared"]
+    (why,) = result.skipped
+    assert why.startswith("g / 5w5s: ")
+    assert "gd_whitened broke down before step 2 in 2 of 3" in why

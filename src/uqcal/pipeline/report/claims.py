@@ -134,7 +134,13 @@ def _not_claimed_by_paper(ctx: ClaimContext, check: dict, dataset: str, setting,
 
 def _row(claim, ctx, label, dataset, setting, d, test, direction, accept, comparator_mean, paper, test_name,
          blocks: int = 1, numbers=None, n_runs=None, describe="") -> Evidence:
-    """One comparison row from its paired differences ``d`` (or ready ``numbers``: estimate, se, df, p, note)."""
+    """One comparison row from its paired differences ``d`` (or ready ``numbers``: estimate, se, df, p, note). A
+    run without a finite value (a failed fit's NaN or inf) leaves the row untested: its numbers would be NaN, which
+    no test can read."""
+    if d is not None and not np.all(np.isfinite(d)):
+        bad = int((~np.isfinite(np.asarray(d, float))).sum())
+        return Evidence(label, f"{bad} of {len(d)} paired runs have no finite value, so the row is not tested",
+                        dataset, str(setting))
     estimate, se, df, p, note = numbers if numbers is not None else paired_numbers(d, test)
     margin, margin_text, p_against = None, "", None
     hypothesis = "superiority"
