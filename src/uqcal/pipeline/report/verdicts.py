@@ -228,7 +228,9 @@ def finish(claim: dict, ctx: ClaimContext, evidence: list[Evidence], what: str, 
     if not tested:
         decided_by = claim.get("decided_by")
         result.decided_by = decided_by
-        result.summary = f"not run: {what}" + (f"; {decided_by} runs it" if decided_by else "")
+        why = (f"no row could be tested ({len(result.skipped)}: {result.skipped[0]})" if result.skipped
+               else what)
+        result.summary = f"not run: {why}" + (f"; {decided_by} runs it" if decided_by else "")
         return result
     groups: dict[str, list[Evidence]] = {}
     for row in tested:
