@@ -447,9 +447,13 @@ def check_spearman(claim: dict, ctx: ClaimContext) -> ClaimResult:
             continue
         xs = [np.mean([px[(dataset, setting, m)][s] for s in seeds]) for m in methods]
         ys = [np.mean([py[(dataset, setting, m)][s] for s in seeds]) for m in methods]
-        rho, p = stats.spearmanr(xs, ys)
+        rho = stats.spearmanr(xs, ys).statistic
+        if not np.isfinite(rho):
+            skipped.append(f"{label}: no rank correlation (a metric is constant across the methods)")
+            continue
         rho = float(np.clip(rho, -0.9999, 0.9999))
         se_z = math.sqrt(1.06 / (len(methods) - 3))
+        p = R.two_sided_pvalue(math.atanh(rho), se_z, None)  # the test the interval and d33 use: Fisher's z
         paper = None
         relation = ctx.paper_relation(dataset)
         if relation is not None and check.get("paper_table"):
@@ -492,8 +496,8 @@ def check_stats_curve_greater(claim: dict, ctx: ClaimContext) -> ClaimResult:
         ran = np.isfinite(end_a) & np.isfinite(end_b)
         broke = int((~np.isfinite(end_b)).sum())
         if ran.sum() < 2:
-            skipped.append(f"{label}: {b} broke down before step {steps - 1} in {broke} of {len(end_b)} curves, "
-                           f"so no pair can be compared")
+            skipped.append(f"{label}: {int(ran.sum())} pairs of curves (the test needs 2)"
+                           + (f"; {b} broke down before step {steps - 1} in {broke} of {len(end_b)}" if broke else ""))
             continue
         d = end_a[ran] - end_b[ran]
         note = f"; {b} broke down before the end in {broke} of {len(end_b)} curves (left out)" if broke else ""

@@ -13,7 +13,7 @@ any, else that of its other rows; both are kept in ``by_data``. docs/verdicts.md
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -201,10 +201,16 @@ def group_of(ctx: ClaimContext, dataset: str | None, test: R.RowTest | None) -> 
 def _decide(rows: list[Evidence], scope, alpha: float) -> tuple[str, str]:
     """Holm-adjust (where the scope counts rows) and decide each row, then the group's verdict and summary."""
     pvalues = [e.test.p for e in rows]
-    adjusted = holm_adjust(pvalues) if R.scope_counts_rows(scope) and len(rows) > 1 else pvalues
-    for row, p_adj in zip(rows, adjusted, strict=True):
+    holm = R.scope_counts_rows(scope) and len(rows) > 1
+    adjusted = holm_adjust(pvalues) if holm else pvalues
+    # a margin row's test against the claim (beyond the margin) is adjusted the same way
+    against = [e.test.p_against for e in rows]
+    if holm and all(p is not None for p in against):
+        against = holm_adjust(against)
+    for row, p_adj, p_against in zip(rows, adjusted, against, strict=True):
         row.p_adjusted = float(p_adj)
-        row.outcome = R.row_verdict(row.test, float(p_adj), alpha)
+        test = row.test if p_against is None else replace(row.test, p_against=float(p_against))
+        row.outcome = R.row_verdict(test, float(p_adj), alpha)
     verdicts = [r.verdict for r in rows]
     verdict = R.combine_verdicts(verdicts, scope)
     need = R.required_rows(scope, len(rows))
