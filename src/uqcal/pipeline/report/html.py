@@ -110,7 +110,10 @@ def claims_html(results: list[ClaimResult]) -> str:
     rows, not_run = [], {}
     for res in results:
         if res.verdict == NOT_RUN:
-            not_run.setdefault(res.decided_by or "a config that runs its methods", []).append(res)
+            where = (f"{res.decided_by} runs them" if res.decided_by
+                     else "their rows lack the runs a test needs (open for why)" if res.skipped
+                     else "no config here runs their methods")
+            not_run.setdefault(where, []).append(res)
             continue
         source = f" <small>({escape(res.source)})</small>" if res.source else ""
         others = "".join(f'<br><span class="bydata {verdict_class(v)}">{escape(name)}: {escape(v)}</span>'
@@ -127,10 +130,12 @@ def claims_html(results: list[ClaimResult]) -> str:
     if rows:
         out.append('<table class="claims"><thead><tr><th>claim (open for the numbers behind it)</th><th>verdict</th>'
                    "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
-    for config, items in not_run.items():
-        listed = "".join(f'<li id="claim-{escape(r.id)}">{escape(r.text)}</li>' for r in items)
-        out.append(f'<details class="notrun"><summary>{len(items)} claims not run here: '
-                   f"{escape(config)} runs them</summary><ul>{listed}</ul></details>")
+    for where, items in not_run.items():
+        listed = "".join(f'<li id="claim-{escape(r.id)}">{escape(r.text)}'
+                         + (f"<br><small>{escape('; '.join(r.skipped))}</small>" if r.skipped else "") + "</li>"
+                         for r in items)
+        out.append(f'<details class="notrun"><summary>{len(items)} claim{"s" if len(items) != 1 else ""} not run '
+                   f"here: {escape(where)}</summary><ul>{listed}</ul></details>")
     return "".join(out)
 
 
