@@ -7,6 +7,7 @@ command line (`uqcal ... --config FILE`), so both see exactly the same jobs.
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import json
 from collections.abc import Collection, Iterator
@@ -98,8 +99,21 @@ def validate_schema(config: dict, root: Path) -> None:
         key = ".".join(str(p) for p in err.absolute_path) or "(top level)"
         message = err.message
         if err.validator in ("additionalProperties", "unevaluatedProperties"):
-            message = f"unknown key: {message}"
+            message = _unknown_key_message(err)
         raise ConfigError(f"config key {key}: {message}")
+
+
+def _unknown_key_message(err) -> str:
+    """``unknown key 'test_frac'; did you mean 'test_fraction'? known: ...`` for an additionalProperties error."""
+    known = sorted((err.schema.get("properties") or {}) if isinstance(err.schema, dict) else {})
+    unknown = sorted(k for k in (err.instance if isinstance(err.instance, dict) else {}) if k not in known)
+    if not unknown or not known:
+        return f"unknown key: {err.message}"
+    parts = []
+    for name in unknown:
+        close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.5)
+        parts.append(f"unknown key {name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return f"{'; '.join(parts)}; known keys: {', '.join(known)}"
 
 
 def check_semantics(config: dict, root: Path | None = None, method_families: Collection[str] | None = None) -> None:
