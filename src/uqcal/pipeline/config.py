@@ -10,6 +10,7 @@ import copy
 import difflib
 import hashlib
 import json
+import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,11 +45,43 @@ def repo_root_for(config_path: str | Path | None = None) -> Path:
 
 
 def load_yaml(path: str | Path) -> Any:
+    """A YAML file as plain data (``yaml.safe_load``: no templating, no Python objects); a tag such as
+    ``!!python/object`` or a syntax error is a ConfigError naming the file, the line and the tag."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file not found: {path}")
-    with path.open() as fh:
-        return yaml.safe_load(fh) or {}
+    try:
+        with path.open() as fh:
+            return yaml.safe_load(fh) or {}
+    except yaml.constructor.ConstructorError as error:
+        mark = error.problem_mark
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        tag = re.search(r"tag '([^']+)'", str(error.problem))
+        what = f"the tag {tag.group(1)!r}" if tag else "a value"
+        raise ConfigError(f"{where}: {what} is not plain YAML ({error.problem}); uqcal reads configs as plain data "
+                          "(mappings, lists, strings, numbers, booleans) and never builds Python objects from "
+                          "them: write the value out instead") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from None
+
+
+# Snakemake evaluates a config file holding this key as a YTE template: Python in it runs at load time.
+YTE_KEY = "__use_yte__"
+
+
+def check_raw_config(path: str | Path) -> dict:
+    """The raw config file, read as plain data, before Snakemake (or anything else) evaluates it: a YTE
+    template (``__use_yte__``) is refused, since Snakemake would run the Python code in it while loading."""
+    config = load_yaml(path)
+    if isinstance(config, dict) and YTE_KEY in config:
+        raise ConfigError(
+            f"{path}: `{YTE_KEY}` makes Snakemake evaluate this file as a YTE template, which runs the Python "
+            "code in it before uqcal validates anything; uqcal configs are plain YAML. Remove the key and write "
+            "the values out"
+        )
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: a config must be a mapping of keys to values, got {type(config).__name__}")
+    return config
 
 
 def load_config(path: str | Path, root: Path | None = None, method_families: Collection[str] | None = None) -> dict:
@@ -56,7 +89,7 @@ def load_config(path: str | Path, root: Path | None = None, method_families: Col
 
     ``method_families``: check the method parameters of these families only (``check_semantics``).
     """
-    config = load_yaml(path)
+    config = check_raw_config(path)
     return prepare_config(config, root or repo_root_for(path), method_families)
 
 
