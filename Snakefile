@@ -10,8 +10,13 @@ min_version("9.0")
 # Before anything else: each config file, read raw as plain YAML (uqcal.pipeline.config.check_raw_config). A
 # YTE template (`__use_yte__`) is refused: its Python would run as Snakemake loads it. `make` checks the same
 # before it starts Snakemake, which (for --configfile) has loaded the file by the time this runs.
-from uqcal.pipeline.config import ConfigError, check_raw_config
+import os
 
+from uqcal.pipeline.config import ConfigError, check_raw_config, profile_problem
+
+# A cluster profile given as --profile loses to workflow/profiles/default (threads, latency-wait, keep-going).
+if workflow.is_main_process and (_problem := profile_problem(sys.argv, dict(os.environ))):
+    raise WorkflowError(_problem)
 for _raw_config in workflow.overwrite_configfiles or ["config/config.yaml"]:
     try:
         check_raw_config(_raw_config)

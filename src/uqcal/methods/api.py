@@ -47,6 +47,9 @@ def get_entry(family: str, method: str) -> MethodEntry:
     return table[method]
 
 
+# What a reference predictor's train job asks for (Method.job_resources): one CPU, no GPU, little memory and time.
+REFERENCE_RESOURCES = {"mem_mb": 4000, "runtime": 60, "cpus": 1, "gpu": 0}
+
 # Keys of a method's config entry that choose which of its runs exist, not how it trains: never parameters.
 METHOD_SELECTORS = ("datasets", "settings", "seeds")
 
@@ -329,6 +332,9 @@ class Method:
     bounds: dict[str, Bound] = {}
     # True for a method whose parameters may be given as {dataset or setting name: value} (fewshot's).
     run_mappings: bool = False
+    # A method whose jobs need little whatever their family trains (the reference predictors): these resources
+    # replace the family's and per_dataset's (resources.per_method in the config still overrides them).
+    job_resources: dict[str, int] | None = None
 
     def __init__(self, params: dict[str, Any] | None = None):
         check_params(type(self), params or {}, f"method {type(self).__name__}")

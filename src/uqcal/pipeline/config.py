@@ -84,6 +84,34 @@ def check_raw_config(path: str | Path) -> dict:
     return config
 
 
+LOCAL_EXECUTORS = (None, "local", "dryrun", "touch")
+
+
+def profile_problem(argv: list[str], environ: dict[str, str] | None = None) -> str | None:
+    """Why a Snakemake command line must not go on: it names a cluster profile with ``--profile`` (or
+    ``SNAKEMAKE_PROFILE``). Snakemake then still loads the workflow profile ``workflow/profiles/default``,
+    whose keys win: its ``cores: all`` caps every cluster job's threads at the submit host's cores (a job
+    with ``cpus: 4`` gets 2 on a 2-core login node), and its ``latency-wait: 10`` and ``keep-going: false``
+    replace the cluster profile's. ``--workflow-profile`` replaces the default profile instead."""
+    values = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--profile"]
+    values += [arg.split("=", 1)[1] for arg in argv if arg.startswith("--profile=")]
+    if (environ or {}).get("SNAKEMAKE_PROFILE"):
+        values.append(environ["SNAKEMAKE_PROFILE"])
+    for value in values:
+        path = Path(value)
+        path = path / "config.yaml" if path.is_dir() else path
+        try:
+            executor = (yaml.safe_load(path.read_text()) or {}).get("executor") if path.is_file() else None
+        except (OSError, yaml.YAMLError, AttributeError):
+            continue
+        if executor not in LOCAL_EXECUTORS:
+            return (f"--profile {value} (executor {executor}) is not applied as written: Snakemake also loads "
+                    "workflow/profiles/default, whose cores (this machine's: every cluster job's threads capped "
+                    "at them, whatever its `cpus`), latency-wait 10 and keep-going false override it. Use "
+                    f"`snakemake --workflow-profile {value} --configfile <config>` (README, \"SLURM\")")
+    return None
+
+
 def load_config(path: str | Path, root: Path | None = None, method_families: Collection[str] | None = None) -> dict:
     """Read, validate and resolve a config file (dataset registry merged in).
 
