@@ -317,7 +317,7 @@ def test_duplicate_column_names_are_an_error_naming_the_column(tmp_path):
     with pytest.raises(DataSourceError) as raised:
         materialise("dup", spec_for(path), tmp_path / "data")
     message = str(raised.value)
-    assert message.startswith("dataset 'dup': dup.csv") and "repeats column name(s) 'x1' (2 times)" in message
+    assert message.startswith(f"dataset 'dup': {path}: the header") and "repeats column name(s) 'x1' (2 times)" in message
     assert "'x1.1'" in message
     # Control: pandas alone renames the copy silently.
     assert list(pd.read_csv(path).columns) == ["x1", "x2", "x1.1", "y"]
@@ -326,7 +326,7 @@ def test_duplicate_column_names_are_an_error_naming_the_column(tmp_path):
 def test_a_ragged_row_is_named_by_its_line(tmp_path):
     path = tmp_path / "ragged.csv"
     path.write_text("a,b,y\n1,2,3\n4,5\n6,7,8\n9,1,2\n")
-    with pytest.raises(DataSourceError, match=r"dataset 'ragged': ragged\.csv .*1 row\(s\) have fewer fields than the "
+    with pytest.raises(DataSourceError, match=r"dataset 'ragged': .*ragged\.csv: 1 row\(s\) have fewer fields than the "
                                               r"3 of the header \(line 1\): line 3 has 2"):
         materialise("ragged", spec_for(path), tmp_path / "data")
     spaced = tmp_path / "ragged.data"  # whitespace-separated, no header: against the longest row

@@ -152,6 +152,11 @@ def read_table(path: str | Path, *, format: str = "csv", member: str | None = No
     raise AssertionError(fmt)  # normalise_format admits nothing else
 
 
+def _where(name: str, path: Path) -> str:
+    """The file a message is about: the path, or the archive member and its archive."""
+    return str(path) if name == path.name else f"{name} in {path}"
+
+
 def _check_duplicate_columns(frame: pd.DataFrame, name: str, path: Path) -> pd.DataFrame:
     """pandas renames a repeated header name (``x1``, ``x1.1``, ``x1.2``); such copies would become features
     under invented names, so they are an error naming the column."""
@@ -165,7 +170,7 @@ def _check_duplicate_columns(frame: pd.DataFrame, name: str, path: Path) -> pd.D
     if repeated:
         listed = ", ".join(f"{c!r} ({n} times)" for c, n in repeated.items())
         raise DataSourceError(
-            f"{name} ({path}): the header repeats column name(s) {listed}; pandas would rename the copies "
+            f"{_where(name, path)}: the header repeats column name(s) {listed}; pandas would rename the copies "
             f"({', '.join(repr(f'{c}.1') for c in repeated)}, ...) and use them as features under invented names. "
             "Give every column its own name in the file, or name them with `read: {names: [...], header: 0}`"
         )
@@ -198,7 +203,7 @@ def _check_ragged(data: bytes, name: str, path: Path, fmt: str, read: dict) -> N
     if short:
         shown = ", ".join(f"line {number} has {n}" for number, n in short[:5]) + (" ..." if len(short) > 5 else "")
         raise DataSourceError(
-            f"{name} ({path}): {len(short)} row(s) have fewer fields than the {expected} of "
+            f"{_where(name, path)}: {len(short)} row(s) have fewer fields than the {expected} of "
             f"{'the header (line ' + str(counted[0][0]) + ')' if read.get('header', 0) is not None else 'the longest row'}"
             f": {shown}. pandas would fill the missing fields with missing values; fix those lines in the file "
             "(an empty field between separators is a missing value)"

@@ -309,7 +309,7 @@ def check_frame(name: str, spec: dict, frame: pd.DataFrame) -> tuple[pd.DataFram
             one_row = size.index[size < 2].tolist()
             constant = spread.index[(spread < 2) & (size >= 2)].tolist()
             if one_row:
-                log.warning("%s.task: %d of %d tasks have one row (%s); every split drops them (min_task_size)",
+                log.warning("%s.task: %d of %d tasks have one row (%s); every split drops them (min_task_size >= 2)",
                             key, len(one_row), len(size), _shown(one_row))
             if constant:
                 log.warning("%s.task: %d of %d tasks have a constant target (%s); a split whose min_task_size keeps "
