@@ -12,7 +12,7 @@ from tests.conftest import BIN, REPO, tool_env
 from uqcal.pipeline.config import load_config, profile_problem
 
 COMMAND = "snakemake --workflow-profile workflow/profiles/slurm --configfile config/paper.yaml"
-WRONG = re.compile(r"--profile[ =]\S*profiles/slurm")
+WRONG = re.compile(r"snakemake\b[^`\n]*--profile[ =]\S*profiles/slurm")  # a command that uses it
 
 
 def test_one_slurm_command_in_the_readme_the_profile_and_the_paper_config():

@@ -99,7 +99,10 @@ PARAM_BOUNDS: dict[str, Bound] = {
     "val_fraction": UNIT_INTERVAL_OPEN,
     "val_smoothing": UNIT_INTERVAL_OPEN_TOP,
     "fgsm_eps_fraction": POSITIVE,
-    "n_convergence_episodes": NON_NEGATIVE,  # 0: no inner-loop convergence curves
+    # counts for which 0 switches something off
+    "n_convergence_episodes": NON_NEGATIVE,  # fewshot md: no inner-loop convergence curves
+    "val_every": NON_NEGATIVE,  # fewshot: no validation, keep the last model
+    "snapshot_grid": NON_NEGATIVE,  # bo: no interval snapshots
     "mix": Bound(low=0, high=1, words=("learned",)),  # metacal's Eq. (9) alpha: learned, or fixed in [0, 1]
     "k": Bound(low=1, optional=True),
     "max_train_tasks": Bound(low=1, optional=True),
