@@ -386,3 +386,13 @@ def test_declared_bounds_and_value_words():
     md({"train_episodes": {"5w1s": 10, "5w5s": 20}})
     with pytest.raises(ValueError, match=r"train_episodes\.5w5s: expected an integer > 0, got 0"):
         md({"train_episodes": {"5w1s": 10, "5w5s": 0}})
+
+
+def test_report_claim_runs_is_accepted_and_checked(smoke_raw):
+    cfg = copy.deepcopy(smoke_raw)
+    cfg.setdefault("report", {})["claim_runs"] = {"metareg": {"default": 10, "lowest_te": 20}}
+    cfg["report"]["claim_runs_reason"] = "power"
+    _prepare(cfg)
+    cfg["report"]["claim_runs"]["metareg"]["default"] = 0
+    with pytest.raises(ConfigError, match=r"report\.claim_runs\.metareg\.default"):
+        _prepare(cfg)
