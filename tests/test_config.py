@@ -396,3 +396,24 @@ def test_report_claim_runs_is_accepted_and_checked(smoke_raw):
     cfg["report"]["claim_runs"]["metareg"]["default"] = 0
     with pytest.raises(ConfigError, match=r"report\.claim_runs\.metareg\.default"):
         _prepare(cfg)
+
+
+@pytest.mark.parametrize("path, value, message", [
+    ("split.test_frac", 0.3, "config key families.rio.split: unknown key 'test_frac' (did you mean 'test_fraction'?); "
+                             "known keys: test_fraction"),
+    ("methods.nn.max_epochs", "5", "families.rio.methods.nn.max_epochs: expected an integer, got '5' (str)"),
+    ("methods.nn.max_epochs", 5.5, "families.rio.methods.nn.max_epochs: expected an integer, got 5.5 (float)"),
+    ("methods.nn.max_epochs", -3, "families.rio.methods.nn.max_epochs: expected an integer > 0, got -3"),
+    ("methods.nn.lr", "fast", "families.rio.methods.nn.lr: expected a number, got 'fast' (str)"),
+])
+def test_the_bad_inputs_page_quotes_the_errors_as_they_are(smoke_raw, path, value, message):
+    cfg = copy.deepcopy(smoke_raw)
+    node = cfg["families"]["rio"]
+    *parents, key = path.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[key] = value
+    with pytest.raises(ConfigError) as raised:
+        _prepare(cfg)
+    assert str(raised.value) == message
+    assert f"``{message}``" in (REPO / "docs/bad-inputs.md").read_text()
