@@ -61,15 +61,19 @@ lock:
 	$(COMPILE) --unsafe-package torch --extra test --extra docs -o $(LOCK) pyproject.toml requirements-torch-cpu.in
 	$(COMPILE) --allow-unsafe -c $(LOCK) -o requirements-torch-cpu.lock requirements-torch-cpu.in
 
+# Each run first validates its raw config file (plain YAML, schema, datasets, methods), before Snakemake reads it:
+# Snakemake would evaluate a YTE template (`__use_yte__`) in the file, running its Python, while loading it.
+RUN = $(BIN)/uqcal validate-config --config $(1) && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES)
+
 reproduce: venv
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES)
+	$(call RUN,config/config.yaml)
 
 smoke: venv
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES) --configfile config/smoke.yaml
+	$(call RUN,config/smoke.yaml) --configfile config/smoke.yaml
 
 # The arena's leaderboard across the regression families (docs/arena.md): its own config, not the default run.
 arena: venv
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES) --configfile config/arena.yaml
+	$(call RUN,config/arena.yaml) --configfile config/arena.yaml
 
 # TEST_WORKERS: pytest-xdist processes (0: one process). Two halve the wall time on two cores: most of the end-to-end
 # tests' time is spent waiting on Snakemake and DVC subprocesses; each worker runs the smoke pipeline once.

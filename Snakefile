@@ -2,9 +2,26 @@
 # Rules are thin: every step is a `uqcal` subcommand. See README.md and docs/ARCHITECTURE.md.
 import sys
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
 min_version("9.0")
+
+# Before anything else: each config file, read raw as plain YAML (uqcal.pipeline.config.check_raw_config). A
+# YTE template (`__use_yte__`) is refused: its Python would run as Snakemake loads it. `make` checks the same
+# before it starts Snakemake, which (for --configfile) has loaded the file by the time this runs.
+import os
+
+from uqcal.pipeline.config import ConfigError, check_raw_config, profile_problem
+
+# A cluster profile given as --profile loses to workflow/profiles/default (threads, latency-wait, keep-going).
+if workflow.is_main_process and (_problem := profile_problem(sys.argv, dict(os.environ))):
+    raise WorkflowError(_problem)
+for _raw_config in workflow.overwrite_configfiles or ["config/config.yaml"]:
+    try:
+        check_raw_config(_raw_config)
+    except ConfigError as exc:
+        raise WorkflowError(f"invalid configuration: {exc}")
 
 # `configfile:` deep-merges with --configfile; load the default only when none is given, so that
 # `--configfile config/smoke.yaml` means exactly that file.

@@ -68,7 +68,7 @@ def test_relative_coordinates_start_at_each_regions_corner(tmp_path):
 def test_local_npz_npy_keys_and_tables(tmp_path):
     np.savez(tmp_path / "two.npz", a=np.arange(6.0).reshape(2, 3), b=np.ones(3))
     spec = {"kind": "single_task_regression", "target": "c2", "features": "auto",
-            "source": {"type": "array", "path": str(tmp_path / "two.npz")}}
+            "source": {"type": "array", "path": str(tmp_path / "two.npz"), "allow_outside_repo": True}}
     with pytest.raises(DataSourceError, match=r"holds arrays \['a', 'b'\]; name one with `key:`"):
         materialise("t", spec, tmp_path)
     spec["source"].update(key="c")
@@ -80,7 +80,7 @@ def test_local_npz_npy_keys_and_tables(tmp_path):
                                                                           "c2": [2.0, 5.0]}))
     np.save(tmp_path / "one.npy", np.arange(12.0).reshape(4, 3))
     spec = {**spec, "target": "v", "source": {"type": "array", "path": str(tmp_path / "one.npy"), "layout": "table",
-                                              "columns": ["p", "q", "v"]}}
+                                              "columns": ["p", "q", "v"], "allow_outside_repo": True}}
     parquet, _ = materialise("t", spec, tmp_path)
     assert pd.read_parquet(parquet)["v"].tolist() == [2.0, 5.0, 8.0, 11.0]
 
@@ -90,7 +90,7 @@ def test_pickled_object_arrays_are_refused_unread(tmp_path):
     objects[:] = [{"a": 1}, {"b": 2}]
     np.save(tmp_path / "obj.npy", objects, allow_pickle=True)
     spec = {"kind": "single_task_regression", "target": "value", "features": "auto",
-            "source": {"type": "array", "path": str(tmp_path / "obj.npy")}}
+            "source": {"type": "array", "path": str(tmp_path / "obj.npy"), "allow_outside_repo": True}}
     with pytest.raises(DataSourceError, match="pickled objects, which are not read"):
         materialise("o", spec, tmp_path)
 

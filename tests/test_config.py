@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import yaml
@@ -240,7 +241,8 @@ def test_per_dataset_and_per_method_resources_reach_only_their_train_jobs(tmp_pa
     for output, resources in train.items():
         dataset, _, method = output.split(",")[0].split("/")
         gpu = 1 if dataset == "diabetes" and method != "marginal" else 0
-        mem = 777 if method == "svgp" else 2345 if dataset == "diabetes" else 1000
+        # the reference predictor asks for its own small resources (REFERENCE_RESOURCES), not the family's
+        mem = 777 if method == "svgp" else 4000 if method == "marginal" else 2345 if dataset == "diabetes" else 1000
         assert f"gpu={gpu}" in resources and f"mem_mb={mem}," in resources, (output, resources)
 
 
@@ -304,3 +306,114 @@ def test_dvc_reads_the_configs_with_ruamels_c_parser_and_gets_the_same_data():
     for name in ("config.yaml", "smoke.yaml", "datasets.yaml"):
         text = (REPO / "config" / name).read_text()
         assert YAML(typ="safe").load(text) == YAML(typ="safe", pure=True).load(text) == yaml.safe_load(text), name
+
+
+# ------------------------------------------------------------------- split / setting keys (issue 42, item 8)
+@pytest.mark.parametrize("family, where, key, suggestion", [
+    ("rio", "split", "test_frac", "test_fraction"),
+    ("rio", "settings.holdout", "tst_fraction", "test_fraction"),
+    ("metareg", "settings.ns10", "n_suport", "n_support"),
+    ("metareg", "split", "task_fraction", "task_fractions"),
+    ("fewshot", "split", "n_query", "n_query_test"),
+    ("qr", "split", "fold", "folds"),
+])
+def test_unknown_split_or_setting_key_fails_naming_it_and_the_closest_known(smoke_raw, family, where, key, suggestion):
+    cfg = copy.deepcopy(smoke_raw)
+    node = cfg["families"][family]
+    for part in where.split("."):
+        node = node.setdefault(part, {}) if part == "split" else node[part]
+    node[key] = 0.1
+    with pytest.raises(ConfigError) as raised:
+        _prepare(cfg)
+    message = str(raised.value)
+    assert f"families.{family}.{where}" in message, message
+    assert f"unknown key {key!r} (did you mean {suggestion!r}?)" in message, message
+
+
+def test_split_key_types_are_checked(smoke_raw):
+    cfg = copy.deepcopy(smoke_raw)
+    cfg["families"]["qr"].setdefault("split", {})["shuffle"] = "yes"
+    with pytest.raises(ConfigError, match=r"families\.qr\.split\.shuffle"):
+        _prepare(cfg)
+
+
+# ------------------------------------------------------------------- method parameter values (issue 42, item 9)
+@pytest.mark.parametrize("key, value, expected", [
+    ("max_epochs", "5", "expected an integer, got '5' (str)"),
+    ("max_epochs", 5.5, "expected an integer, got 5.5 (float)"),
+    ("max_epochs", -3, "expected an integer > 0, got -3"),
+    ("max_epochs", True, "expected an integer, got True (bool)"),
+    ("lr", "fast", "expected a number, got 'fast' (str)"),
+    ("lr", 0.0, "expected a number > 0, got 0.0"),
+    ("restore_best", "no", "expected true or false"),
+])
+def test_method_parameter_values_are_checked_before_any_job(smoke_raw, key, value, expected):
+    cfg = copy.deepcopy(smoke_raw)
+    cfg["families"]["rio"]["methods"]["nn"][key] = value
+    with pytest.raises(ConfigError) as raised:
+        _prepare(cfg)
+    assert f"families.rio.methods.nn.{key}: {expected}" in str(raised.value)
+
+
+def test_method_parameter_values_in_per_dataset_tables_are_checked(smoke_raw):
+    cfg = copy.deepcopy(smoke_raw)
+    cfg["families"]["rio"]["methods"]["nn"]["per_dataset"] = {"concrete": {"max_epochs": 2.5}}
+    with pytest.raises(ConfigError, match=re.escape("families.rio.methods.nn.per_dataset.concrete.max_epochs: "
+                                                    "expected an integer, got 2.5")):
+        _prepare(cfg)
+
+
+def test_method_built_in_python_checks_its_parameters():
+    from uqcal.methods.api import ParameterError, get_entry
+
+    cls = get_entry("rio", "nn").load_class()
+    assert cls({"max_epochs": 3, "lr": 1e-3}).params["max_epochs"] == 3
+    with pytest.raises(ParameterError, match=re.escape("method RioNetwork.max_epochs: expected an integer > 0, "
+                                                       "got -3")):
+        cls({"max_epochs": -3})
+    with pytest.raises(ParameterError, match=re.escape("method RioNetwork.lr: expected a number, got 'fast'")):
+        cls({"lr": "fast"})
+
+
+def test_declared_bounds_and_value_words():
+    from uqcal.methods.api import get_entry, resolve_params
+
+    # metareg's `mix`: "learned" or a number in [0, 1]; fewshot takes {dataset or setting: value} mappings.
+    assert resolve_params("metareg", "metacal", {"mix": 0.25})["mix"] == 0.25
+    with pytest.raises(ValueError, match=r"families\.metareg\.methods\.metacal\.mix: expected one of \['learned'\]"):
+        resolve_params("metareg", "metacal", {"mix": 1.5})
+    md = get_entry("fewshot", "md").load_class()
+    md({"train_episodes": {"5w1s": 10, "5w5s": 20}})
+    with pytest.raises(ValueError, match=r"train_episodes\.5w5s: expected an integer > 0, got 0"):
+        md({"train_episodes": {"5w1s": 10, "5w5s": 0}})
+
+
+def test_report_claim_runs_is_accepted_and_checked(smoke_raw):
+    cfg = copy.deepcopy(smoke_raw)
+    cfg.setdefault("report", {})["claim_runs"] = {"metareg": {"default": 10, "lowest_te": 20}}
+    cfg["report"]["claim_runs_reason"] = "power"
+    _prepare(cfg)
+    cfg["report"]["claim_runs"]["metareg"]["default"] = 0
+    with pytest.raises(ConfigError, match=r"report\.claim_runs\.metareg\.default"):
+        _prepare(cfg)
+
+
+@pytest.mark.parametrize("path, value, message", [
+    ("split.test_frac", 0.3, "config key families.rio.split: unknown key 'test_frac' (did you mean 'test_fraction'?); "
+                             "known keys: test_fraction"),
+    ("methods.nn.max_epochs", "5", "families.rio.methods.nn.max_epochs: expected an integer, got '5' (str)"),
+    ("methods.nn.max_epochs", 5.5, "families.rio.methods.nn.max_epochs: expected an integer, got 5.5 (float)"),
+    ("methods.nn.max_epochs", -3, "families.rio.methods.nn.max_epochs: expected an integer > 0, got -3"),
+    ("methods.nn.lr", "fast", "families.rio.methods.nn.lr: expected a number, got 'fast' (str)"),
+])
+def test_the_bad_inputs_page_quotes_the_errors_as_they_are(smoke_raw, path, value, message):
+    cfg = copy.deepcopy(smoke_raw)
+    node = cfg["families"]["rio"]
+    *parents, key = path.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[key] = value
+    with pytest.raises(ConfigError) as raised:
+        _prepare(cfg)
+    assert str(raised.value) == message
+    assert f"``{message}``" in (REPO / "docs/bad-inputs.md").read_text()

@@ -439,3 +439,26 @@ def test_source_key_checks_name_dataset_source_and_key():
         check_source_keys({"type": "url", "url": ""}, {"url"}, "url", name="mine", required=("url",))
     with pytest.raises(DataSourceError, match=r"^hpo source: unknown key\(s\) \['modle'\]; allowed: \['data', 'model'\]"):
         check_source_keys({"type": "hpo", "modle": "lda"}, {"model", "data"}, "hpo")
+
+
+def test_a_corrupt_unpinned_download_is_one_clear_error_and_records_nothing(server, dirs):
+    # issue 42, item 11: a zip that is not one (a truncated or HTML error page served as 200).
+    cache, lock = dirs
+    good = io.BytesIO()
+    with zipfile.ZipFile(good, "w") as archive:
+        archive.writestr("yacht.data", YACHT)
+    server.files["yacht.zip"] = b"PK\x03\x04" + b"\x00" * 40  # zip magic, broken body
+    spec = {**yacht_spec(f"{server.base}/files/yacht.zip"), "filename": "yacht.zip", "format": "zip-whitespace",
+            "member": "yacht.data"}
+    with pytest.raises(DataSourceError) as raised:
+        url_source.load(spec, name="yacht", cache_dir=cache, lock_path=lock)
+    message = str(raised.value)
+    assert message.startswith("dataset 'yacht': cannot read the download as zip-whitespace: BadZipFile"), message
+    assert "no checksum was recorded" in message and str(cache / "yacht.zip") in message
+    assert not lock.exists() and leftovers(cache) == []  # nothing recorded, the corrupt file removed
+    # The right file, placed by hand afterwards, is accepted and only then recorded.
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / "yacht.zip").write_bytes(good.getvalue())
+    frame, prov = url_source.load(spec, name="yacht", cache_dir=cache, lock_path=lock)
+    assert frame.shape == (6, 7) and prov["downloaded"] is False
+    assert json.loads(lock.read_text())["yacht"]["sha256"] == sha(good.getvalue())

@@ -89,3 +89,14 @@ def test_report_figure_refuses_a_crafted_model(tmp_path):
     with pytest.raises(UnsafeArtifactError, match="seed0/model.pt"):
         build_calibration_map({"id": "map", "x": "knots_u", "y": "knots_r"}, ctx)
     assert not marker.exists()
+
+
+def test_rio_network_loads_the_nn_run_through_the_safe_loader(tmp_path):
+    from uqcal.methods.rio.network import load_network
+
+    marker = tmp_path / "ran"
+    crafted(tmp_path / "model.pt", marker)
+    with pytest.raises(UnsafeArtifactError, match=r"refusing to load .*model\.pt") as caught:
+        load_network(tmp_path)
+    assert "weights_only=False" not in str(caught.value)
+    assert not marker.exists()

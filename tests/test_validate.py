@@ -23,8 +23,9 @@ from uqcal.pipeline.config import ConfigError, batch_job, dataset_job, prepare_c
 
 
 def spec_for(path, **extra) -> dict:
-    return {"kind": "single_task_regression", "source": {"type": "csv", "path": str(path)}, "target": "y",
-            "features": "auto", **extra}
+    # tmp_path lies outside the repository: the entry opts in (uqcal.data.errors.outside_repo_problem)
+    return {"kind": "single_task_regression", "source": {"type": "csv", "path": str(path), "allow_outside_repo": True},
+            "target": "y", "features": "auto", **extra}
 
 
 def write_csv(tmp_path, frame: pd.DataFrame, name: str = "table.csv"):
@@ -105,11 +106,35 @@ def test_constant_target_and_constant_tasks(tmp_path):
     frame = pd.DataFrame({"x": range(6), "y": 2.0})
     with pytest.raises(DataValidationError, match=r"datasets\.flat\.target: column 'y' is constant"):
         materialise("flat", spec_for(write_csv(tmp_path, frame)), tmp_path / "data")
+    # A constant task is refused by the split that keeps it (after min_task_size), not at materialise.
     tasks = pd.DataFrame({"t": list("aabbcc"), "x": range(6), "y": [1.0, 2.0, 5.0, 5.0, 3.0, 4.0]})
     spec = {**spec_for(write_csv(tmp_path, tasks, "tasks.csv"), features=["x"], task="t"),
             "kind": "multitask_regression"}
-    with pytest.raises(DataValidationError, match=r"datasets\.multi\.task: 1 of 3 tasks have a constant target \('b'\)"):
-        materialise("multi", spec, tmp_path / "data")
+    parquet, _ = materialise("multi", spec, tmp_path / "data")
+    table = load_table("multi", spec=spec, raw_path=parquet)
+    with pytest.raises(DataValidationError, match=r"datasets\.multi\.task \('t'\): 1 of the 3 tasks that "
+                                                  r"split\.min_task_size = 2 keeps \(of 3\) have a constant target "
+                                                  r"\('b'\)"):
+        make_split("metareg", table, {"n_support": 1, "n_query": 1, "min_task_size": 2}, 0)
+
+
+def test_constant_tasks_that_min_task_size_drops_do_not_refuse_the_dataset(tmp_path, caplog):
+    # issue 42, item 12: the constant task "small" (3 rows) and the one-row task "one" are below min_task_size.
+    rng = np.random.default_rng(4)
+    rows = [(t, rng.normal(), rng.normal()) for t in "abc" for _ in range(20)]
+    rows += [("small", 0.0, 7.0)] * 3 + [("one", 0.0, 1.0)]
+    frame = pd.DataFrame(rows, columns=["t", "x", "y"])
+    spec = {**spec_for(write_csv(tmp_path, frame, "tasks.csv"), features=["x"], task="t"),
+            "kind": "multitask_regression"}
+    with caplog.at_level("WARNING", logger="uqcal.data.validate"):
+        parquet, _ = materialise("multi", spec, tmp_path / "data")
+    warned = caplog.text
+    assert "datasets.multi.task: 1 of 5 tasks have one row ('one')" in warned, warned
+    assert "datasets.multi.task: 1 of 5 tasks have a constant target ('small')" in warned, warned
+    assert "'one'" not in warned.split("constant target")[1]  # the one-row task is not called constant
+    table = load_table("multi", spec=spec, raw_path=parquet)
+    split = make_split("metareg", table, {"n_support": 5, "n_query": 10, "min_task_size": 15}, 0)
+    assert sorted(split["dropped_tasks"]) == ["one", "small"]
 
 
 # ------------------------------------------------------------------------------------ features
@@ -162,7 +187,8 @@ def multitask_table(tmp_path, sizes: dict[str, int]):
     rng = np.random.default_rng(2)
     frame = pd.DataFrame([(t, rng.normal(), rng.normal()) for t, n in sizes.items() for _ in range(n)],
                          columns=["t", "x", "y"])
-    spec = {"kind": "multitask_regression", "source": {"type": "csv", "path": str(write_csv(tmp_path, frame))},
+    spec = {"kind": "multitask_regression", "source": {"type": "csv", "path": str(write_csv(tmp_path, frame)),
+                                                     "allow_outside_repo": True},
             "target": "y", "features": ["x"], "task": "t"}
     parquet, _ = materialise("few", spec, tmp_path / "data")
     return load_table("few", spec=spec, raw_path=parquet)
@@ -189,7 +215,8 @@ def test_fewshot_too_few_classes_names_the_parts(tmp_path):
     frame = pd.DataFrame({"label": np.repeat([f"c{i}" for i in range(6)], 30)})
     for i in range(4):
         frame[f"px{i}"] = rng.integers(0, 255, len(frame))
-    spec = {"kind": "fewshot_classification", "source": {"type": "csv", "path": str(write_csv(tmp_path, frame))},
+    spec = {"kind": "fewshot_classification", "source": {"type": "csv", "path": str(write_csv(tmp_path, frame)),
+                                                     "allow_outside_repo": True},
             "target": "label", "image_shape": [2, 2]}
     parquet, _ = materialise("tiny", spec, tmp_path / "data")
     table = load_table("tiny", spec=spec, raw_path=parquet)
@@ -281,3 +308,57 @@ def test_per_dataset_entries_and_labels_stay_out_of_other_jobs(smoke_raw):
 
 def test_data_source_error_is_the_base(tmp_path):
     assert issubclass(DataValidationError, DataSourceError)
+
+
+# ------------------------------------------------------------------------------------ issue 42, item 12
+def test_duplicate_column_names_are_an_error_naming_the_column(tmp_path):
+    path = tmp_path / "dup.csv"
+    path.write_text("x1,x2,x1,y\n1,2,3,4\n5,6,7,9\n2,2,2,2\n")
+    with pytest.raises(DataSourceError) as raised:
+        materialise("dup", spec_for(path), tmp_path / "data")
+    message = str(raised.value)
+    assert message.startswith(f"dataset 'dup': {path}: the header") and "repeats column name(s) 'x1' (2 times)" in message
+    assert "'x1.1'" in message
+    # Control: pandas alone renames the copy silently.
+    assert list(pd.read_csv(path).columns) == ["x1", "x2", "x1.1", "y"]
+
+
+def test_a_ragged_row_is_named_by_its_line(tmp_path):
+    path = tmp_path / "ragged.csv"
+    path.write_text("a,b,y\n1,2,3\n4,5\n6,7,8\n9,1,2\n")
+    with pytest.raises(DataSourceError, match=r"dataset 'ragged': .*ragged\.csv: 1 row\(s\) have fewer fields than the "
+                                              r"3 of the header \(line 1\): line 3 has 2"):
+        materialise("ragged", spec_for(path), tmp_path / "data")
+    spaced = tmp_path / "ragged.data"  # whitespace-separated, no header: against the longest row
+    spaced.write_text("1 2 3\n4 5 6\n\n7 8\n")
+    with pytest.raises(DataSourceError, match=r"line 4 has 2"):
+        materialise("spaced", {**spec_for(spaced), "source": {"type": "csv", "path": str(spaced), "format": "whitespace",
+                                                              "read": {"header": None}, "allow_outside_repo": True},
+                               "target": "2"}, tmp_path / "data")
+
+
+def test_a_source_path_outside_the_repository_needs_an_explicit_opt_in(tmp_path, smoke_raw, monkeypatch):
+    outside = tmp_path / "outside.csv"
+    outside.write_text("root:x:0:0\nuser:x:1000:1000\nother:x:1001:1001\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    monkeypatch.chdir(repo)
+    source = {"type": "csv", "path": str(outside), "read": {"sep": ":", "header": None}}
+    spec = {"kind": "single_task_regression", "source": source, "target": "2", "features": ["3"]}
+    with pytest.raises(DataSourceError, match=r"dataset 'passwd': csv source path .*outside\.csv' resolves to .*, "
+                                              r"outside the repository .*allow_outside_repo: true"):
+        materialise("passwd", spec, "data")
+    assert not (repo / "data" / "raw").exists()
+    # A link inside the repository that points outside is outside too.
+    (repo / "link.csv").symlink_to(outside)
+    with pytest.raises(DataSourceError, match="outside the repository"):
+        materialise("passwd", {**spec, "source": {**source, "path": "link.csv"}}, "data")
+    # Early: validate-config reports it before any job.
+    cfg = copy.deepcopy(smoke_raw)
+    cfg["datasets"]["passwd"] = spec
+    cfg["families"]["rio"]["datasets"].append("passwd")
+    with pytest.raises(ConfigError, match=r"datasets\.passwd\.source\.path: dataset 'passwd': csv source path"):
+        prepare_config(cfg, REPO)
+    # The explicit opt-in reads it.
+    _, record = materialise("passwd", {**spec, "source": {**source, "allow_outside_repo": True}}, "data")
+    assert record["rows"] == 3

@@ -128,12 +128,12 @@ def read_table(path: str | Path, *, format: str = "csv", member: str | None = No
     data, name = read_member_bytes(path, member, fmt)
     buffer = io.BytesIO(data)
     try:
-        if fmt == "csv":
-            return pd.read_csv(buffer, **read)
-        if fmt == "whitespace":
-            return pd.read_csv(buffer, sep=r"\s+", **read)
+        if fmt in ("csv", "whitespace"):
+            _check_ragged(data, name, path, fmt, read)
+            frame = pd.read_csv(buffer, **({"sep": r"\s+"} if fmt == "whitespace" else {}), **read)
+            return _check_duplicate_columns(frame, name, path)
         if fmt == "excel":
-            return pd.read_excel(buffer, engine=_excel_engine(name), **read)
+            return _check_duplicate_columns(pd.read_excel(buffer, engine=_excel_engine(name), **read), name, path)
         if fmt == "parquet":
             return pd.read_parquet(buffer, **read)
         if fmt == "arff":
@@ -150,6 +150,64 @@ def read_table(path: str | Path, *, format: str = "csv", member: str | None = No
     except (ValueError, TypeError, UnicodeDecodeError, pd.errors.ParserError) as error:
         raise DataSourceError(f"could not read {name} from {path} as {fmt} with {read}: {error}") from error
     raise AssertionError(fmt)  # normalise_format admits nothing else
+
+
+def _where(name: str, path: Path) -> str:
+    """The file a message is about: the path, or the archive member and its archive."""
+    return str(path) if name == path.name else f"{name} in {path}"
+
+
+def _check_duplicate_columns(frame: pd.DataFrame, name: str, path: Path) -> pd.DataFrame:
+    """pandas renames a repeated header name (``x1``, ``x1.1``, ``x1.2``); such copies would become features
+    under invented names, so they are an error naming the column."""
+    columns = [str(c) for c in frame.columns]
+    present = set(columns)
+    repeated: dict[str, int] = {}
+    for column in columns:
+        base, dot, number = column.rpartition(".")
+        if dot and number.isdigit() and base in present and all(f"{base}.{k}" in present for k in range(1, int(number))):
+            repeated[base] = max(repeated.get(base, 1), int(number) + 1)
+    if repeated:
+        listed = ", ".join(f"{c!r} ({n} times)" for c, n in repeated.items())
+        raise DataSourceError(
+            f"{_where(name, path)}: the header repeats column name(s) {listed}; pandas would rename the copies "
+            f"({', '.join(repr(f'{c}.1') for c in repeated)}, ...) and use them as features under invented names. "
+            "Give every column its own name in the file, or name them with `read: {names: [...], header: 0}`"
+        )
+    return frame
+
+
+# read_csv options under which a row's fields can be counted line by line (no comments, quotes or skipped rows).
+_COUNTABLE_READ = {"header", "sep", "na_values", "dtype", "skipinitialspace", "decimal", "thousands"}
+
+
+def _check_ragged(data: bytes, name: str, path: Path, fmt: str, read: dict) -> None:
+    """A row with fewer fields than the header would be padded with missing values by pandas; name its line."""
+    sep = read.get("sep", "," if fmt == "csv" else None)
+    if not set(read) <= _COUNTABLE_READ or read.get("header", 0) not in (0, "infer", None) or fmt == "csv" and (
+            not isinstance(sep, str) or len(sep) != 1):
+        return
+    text = data.decode("utf-8", errors="replace")
+    if fmt == "csv":
+        import csv
+
+        lines = ((reader.line_num, row) for reader in [csv.reader(io.StringIO(text), delimiter=sep)] for row in reader)
+        counted = [(number, len(row)) for number, row in lines if row]
+    else:
+        counted = [(number, len(line.split())) for number, line in enumerate(text.splitlines(), start=1)
+                   if line.strip()]
+    if len(counted) < 2:
+        return
+    expected = counted[0][1] if read.get("header", 0) is not None else max(n for _, n in counted)
+    short = [(number, n) for number, n in counted[1:] if n < expected]
+    if short:
+        shown = ", ".join(f"line {number} has {n}" for number, n in short[:5]) + (" ..." if len(short) > 5 else "")
+        raise DataSourceError(
+            f"{_where(name, path)}: {len(short)} row(s) have fewer fields than the {expected} of "
+            f"{'the header (line ' + str(counted[0][0]) + ')' if read.get('header', 0) is not None else 'the longest row'}"
+            f": {shown}. pandas would fill the missing fields with missing values; fix those lines in the file "
+            "(an empty field between separators is a missing value)"
+        )
 
 
 def _to_square_uint8(image, size: int) -> np.ndarray:

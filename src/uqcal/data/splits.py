@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from uqcal.data import Table
-from uqcal.data.validate import DataValidationError, check_partition, partition_sizes
+from uqcal.data.validate import DataValidationError, check_partition, constant_task_problem, partition_sizes
 
 
 def _rng(*parts) -> np.random.Generator:
@@ -79,6 +79,12 @@ def multitask_split(table: Table, params: dict, seed: int) -> dict:
         raise DataValidationError(f"split.min_task_size={min_size} < n_support + n_query = {n_support + n_query}")
     rows = task_rows(table)
     eligible = np.array(sorted(t for t, r in rows.items() if len(r) >= min_size), dtype=object)
+    # After min_task_size: a constant task that the split drops anyway does not refuse the dataset.
+    y = table.y
+    problem = constant_task_problem(table.name, table.spec.get("task", "task"), {t: y[rows[t]] for t in eligible},
+                                    min_size, len(rows))
+    if problem:
+        raise DataValidationError(problem)
     fractions = _fractions(params.get("task_fractions", [0.6, 0.2, 0.2]), "split.task_fractions")
     sizes = sorted((len(r) for r in rows.values()), reverse=True)
     check_partition(

@@ -16,18 +16,20 @@ Each raises one :class:`DataValidationError` listing every problem found, so a u
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
-from uqcal.data.errors import DataSourceError
+from uqcal.data.errors import DataSourceError, outside_repo_problem
 
 MISSING_POLICIES = ("error", "drop")
 DEFAULT_MAX_CATEGORIES = 20
 REGRESSION_KINDS = ("single_task_regression", "multitask_regression")
 RESHAPE_STEPS = ("melt", "lags", "grid_regions", "rename", "query")
 FAMILY_KINDS = ("metareg", "rio", "qr", "fewshot", "bo")
+log = logging.getLogger(__name__)
 
 
 class DataValidationError(DataSourceError):
@@ -95,6 +97,10 @@ def source_problems(name: str, source: dict) -> list[str]:
     problems += [f"{key}: a {kind} source needs `{r}:`" for r in required if not source.get(r)]
     if kind == "array" and bool(source.get("path")) == bool(source.get("sample_data")):
         problems.append(f"{key}: an array source needs exactly one of `path:` or `sample_data:`")
+    if kind in ("csv", "array"):
+        outside = outside_repo_problem(source, kind, name=name)
+        if outside:
+            problems.append(f"{key}.path: {outside}")
     return problems
 
 
@@ -296,14 +302,18 @@ def check_frame(name: str, spec: dict, frame: pd.DataFrame) -> tuple[pd.DataFram
             problems.append(f"{key}.target: column {target!r} is constant ({_shown(column.unique()[:1])} in every "
                             "row); there is nothing to predict")
         elif kind == "multitask_regression" and spec.get("task") in frame:
-            spread = frame.groupby(spec["task"], sort=True)[target].nunique()
-            constant = spread.index[spread < 2].tolist()
+            # Only warned here: the split's min_task_size may drop these tasks anyway, and the split refuses a
+            # constant task it keeps (constant_task_problem).
+            grouped = frame.groupby(spec["task"], sort=True)[target]
+            size, spread = grouped.size(), grouped.nunique()
+            one_row = size.index[size < 2].tolist()
+            constant = spread.index[(spread < 2) & (size >= 2)].tolist()
+            if one_row:
+                log.warning("%s.task: %d of %d tasks have one row (%s); every split drops them (min_task_size >= 2)",
+                            key, len(one_row), len(size), _shown(one_row))
             if constant:
-                problems.append(
-                    f"{key}.task: {len(constant)} of {len(spread)} tasks have a constant target ({_shown(constant)}); "
-                    "a task without spread makes every predictive variance degenerate; drop them, e.g. with "
-                    "`reshape: {query: ...}`"
-                )
+                log.warning("%s.task: %d of %d tasks have a constant target (%s); a split whose min_task_size keeps "
+                            "one of them fails", key, len(constant), len(size), _shown(constant))
 
     limit = int(spec.get("max_categories", DEFAULT_MAX_CATEGORIES))
     for column in roles["features"]:
@@ -323,6 +333,18 @@ def check_frame(name: str, spec: dict, frame: pd.DataFrame) -> tuple[pd.DataFram
 
 
 # --------------------------------------------------------------------------------- at the split
+def constant_task_problem(dataset: str, task_column: str, targets: dict, min_size: int, n_tasks: int) -> str | None:
+    """The split's check of the tasks it keeps (``targets``: task -> its target values, every task with at
+    least ``min_size`` rows): a task whose target does not vary makes every predictive variance degenerate."""
+    constant = sorted(t for t, y in targets.items() if np.unique(np.asarray(y)).size < 2)
+    if not constant:
+        return None
+    return (f"datasets.{dataset}.task ({task_column!r}): {len(constant)} of the {len(targets)} tasks that "
+            f"split.min_task_size = {min_size} keeps (of {n_tasks}) have a constant target ({_shown(constant)}); a "
+            "task without spread makes every predictive variance degenerate; drop them, e.g. with "
+            "`reshape: {query: ...}`, or raise min_task_size past their size")
+
+
 def partition_sizes(n: int, fractions) -> list[int]:
     """Sizes of the (train, val, test) parts of ``n`` items, as ``uqcal.data.splits`` cuts them: rounded
     fractions, then every part with a positive fraction given at least one item (taken from the largest

@@ -47,8 +47,141 @@ def get_entry(family: str, method: str) -> MethodEntry:
     return table[method]
 
 
+# What a reference predictor's train job asks for (Method.job_resources): one CPU, no GPU, little memory and time.
+REFERENCE_RESOURCES = {"mem_mb": 4000, "runtime": 60, "cpus": 1, "gpu": 0}
+
 # Keys of a method's config entry that choose which of its runs exist, not how it trains: never parameters.
 METHOD_SELECTORS = ("datasets", "settings", "seeds")
+
+
+class ParameterError(ValueError):
+    """A method parameter of the wrong type or out of range; the message names method, key, value and rule."""
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A numeric parameter's range: ``low`` < value (``low`` <= value when ``closed_low``), the same for
+    ``high``; None leaves a side open. ``optional``: None is accepted (the method then chooses)."""
+
+    low: float | None = None
+    high: float | None = None
+    closed_low: bool = True
+    closed_high: bool = True
+    optional: bool = False
+    words: tuple[str, ...] = ()  # strings accepted besides numbers in the range (e.g. mix: "learned" or 0..1)
+
+    def describe(self) -> str:
+        parts = []
+        if self.low is not None:
+            parts.append(f"{'>=' if self.closed_low else '>'} {self.low:g}")
+        if self.high is not None:
+            parts.append(f"{'<=' if self.closed_high else '<'} {self.high:g}")
+        return " and ".join(parts)
+
+    def holds(self, value: float) -> bool:
+        if self.low is not None and (value < self.low or (value == self.low and not self.closed_low)):
+            return False
+        return not (self.high is not None and (value > self.high or (value == self.high and not self.closed_high)))
+
+
+POSITIVE = Bound(low=0, closed_low=False)
+NON_NEGATIVE = Bound(low=0)
+UNIT_INTERVAL_OPEN_TOP = Bound(low=0, high=1, closed_high=False)
+UNIT_INTERVAL_OPEN = Bound(low=0, high=1, closed_low=False, closed_high=False)
+
+# Declared bounds by parameter name, for every method that has the parameter; a method's class can add or
+# override entries in its own ``bounds``. A numeric parameter not named here gets its range from its default:
+# a positive default -> positive values (epochs, steps, sizes, learning rates, scales), zero -> >= 0, negative
+# -> any number (e.g. a log-density floor).
+PARAM_BOUNDS: dict[str, Bound] = {
+    "dropout": UNIT_INTERVAL_OPEN_TOP,
+    "calibration_fraction": UNIT_INTERVAL_OPEN_TOP,
+    "val_fraction": UNIT_INTERVAL_OPEN,
+    "val_smoothing": UNIT_INTERVAL_OPEN_TOP,
+    "fgsm_eps_fraction": POSITIVE,
+    # counts for which 0 switches something off
+    "n_convergence_episodes": NON_NEGATIVE,  # fewshot md: no inner-loop convergence curves
+    "val_every": NON_NEGATIVE,  # fewshot: no validation, keep the last model
+    "snapshot_grid": NON_NEGATIVE,  # bo: no interval snapshots
+    "mix": Bound(low=0, high=1, words=("learned",)),  # metacal's Eq. (9) alpha: learned, or fixed in [0, 1]
+    "k": Bound(low=1, optional=True),
+    "max_train_tasks": Bound(low=1, optional=True),
+}
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def param_problem(defaults: dict[str, Any], key: str, value: Any, bounds: dict[str, Bound] | None = None) -> str | None:
+    """Why ``value`` is not acceptable for parameter ``key`` (None when it is): its type is its default's
+    (an integer parameter takes integers only, not ``5.5`` or ``'5'``; a float parameter takes numbers; a
+    flag takes true/false), and a numeric value must lie in the parameter's range (``PARAM_BOUNDS``, else
+    derived from the default's sign)."""
+    default = defaults[key]
+    bound = {**PARAM_BOUNDS, **(bounds or {})}.get(key)
+    if bound is not None and bound.words:
+        if isinstance(value, str):
+            return None if value in bound.words else (f"expected one of {list(bound.words)} or a number "
+                                                      f"{bound.describe()}, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not bound.holds(value):
+            return f"expected one of {list(bound.words)} or a number {bound.describe()}, got {value!r}"
+        return None
+    if value is None and (default is None or (bound is not None and bound.optional)):
+        return None
+    if default is None and bound is None:
+        return None  # an open parameter (None = the method decides): any value
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else f"expected true or false, got {value!r} ({_type_name(value)})"
+    if isinstance(default, int) or (default is None and bound is not None):
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"expected an integer, got {value!r} ({_type_name(value)})"
+    elif isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"expected a number, got {value!r} ({_type_name(value)})"
+        if not math.isfinite(value) and not (bound is None and default < 0):
+            return f"expected a finite number, got {value!r}"
+    elif isinstance(default, str):
+        return None if isinstance(value, str) else f"expected a string, got {value!r} ({_type_name(value)})"
+    elif isinstance(default, dict):
+        return None if isinstance(value, dict) else f"expected a mapping, got {value!r} ({_type_name(value)})"
+    elif isinstance(default, (list, tuple)):
+        return None if isinstance(value, (list, tuple)) else f"expected a list, got {value!r} ({_type_name(value)})"
+    else:
+        return None
+    if bound is None:
+        bound = POSITIVE if default > 0 else NON_NEGATIVE if default == 0 else None
+    if bound is not None and not bound.holds(value):
+        kind = "an integer" if isinstance(default, int) or default is None else "a number"
+        return f"expected {kind} {bound.describe()}, got {value!r}"
+    return None
+
+
+def check_params(cls: type[Method], params: dict[str, Any], where: str) -> None:
+    """Raise ParameterError for the first parameter of ``params`` that is not one ``cls`` accepts (unknown
+    keys are the caller's concern), naming ``where`` (the method) and the key; a ``per_dataset`` table's
+    entries are checked the same way, and so is each value of a ``{dataset or setting: value}`` mapping
+    for a method that takes them (``run_mappings``)."""
+    for key, value in params.items():
+        if key not in cls.defaults:
+            continue
+        if cls.run_mappings and isinstance(value, dict) and not isinstance(cls.defaults[key], dict):
+            for run, item in value.items():
+                problem = param_problem(cls.defaults, key, item, cls.bounds)
+                if problem:
+                    raise ParameterError(f"{where}.{key}.{run}: {problem}")
+            continue
+        if key == "per_dataset" and isinstance(value, dict):
+            for dataset, override in value.items():
+                for name, item in (override if isinstance(override, dict) else {}).items():
+                    if name in cls.defaults and name != "per_dataset":
+                        problem = param_problem(cls.defaults, name, item, cls.bounds)
+                        if problem:
+                            raise ParameterError(f"{where}.per_dataset.{dataset}.{name}: {problem}")
+            continue
+        problem = param_problem(cls.defaults, key, value, cls.bounds)
+        if problem:
+            raise ParameterError(f"{where}.{key}: {problem}")
 
 
 def resolve_params(family: str, method: str, config_params: dict[str, Any] | None) -> dict[str, Any]:
@@ -72,6 +205,7 @@ def resolve_params(family: str, method: str, config_params: dict[str, Any] | Non
             )
         params[key] = value
     params.update(entry.overrides)
+    check_params(cls, params, f"families.{family}.methods.{method}")
     return params
 
 
@@ -197,7 +331,16 @@ class Method:
     # family's resources say (uqcal.pipeline.jobs.resources; a per-method GPU request for it is a config error).
     cpu_only: bool = False
 
+    # Ranges of numeric parameters beyond PARAM_BOUNDS (by name); see ``param_problem``.
+    bounds: dict[str, Bound] = {}
+    # True for a method whose parameters may be given as {dataset or setting name: value} (fewshot's).
+    run_mappings: bool = False
+    # A method whose jobs need little whatever their family trains (the reference predictors): these resources
+    # replace the family's and per_dataset's (resources.per_method in the config still overrides them).
+    job_resources: dict[str, int] | None = None
+
     def __init__(self, params: dict[str, Any] | None = None):
+        check_params(type(self), params or {}, f"method {type(self).__name__}")
         self.params = dict(self.defaults)
         self.params.update(params or {})
 

@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from uqcal.methods.api import Method, RunContext
+from uqcal.methods.api import REFERENCE_RESOURCES, Method, RunContext
 
 __all__ = ["MarginalGaussian", "RandomSearch", "UniformClassifier"]
 
@@ -21,6 +21,7 @@ __all__ = ["MarginalGaussian", "RandomSearch", "UniformClassifier"]
 class MarginalGaussian(Method):
     defaults: dict = {"min_std": 1e-6}
     cpu_only = True  # numpy only: a cluster job never asks a GPU for it
+    job_resources = REFERENCE_RESOURCES  # not the family's GPU-sized request (uqcal.pipeline.jobs.resources)
 
     def train(self, ctx: RunContext) -> None:
         table, split = ctx.load_data(), ctx.load_split()
@@ -79,6 +80,7 @@ def _metatrain_target_stats(table, split) -> tuple[float, float]:
 class UniformClassifier(Method):
     defaults: dict = {}
     cpu_only = True
+    job_resources = REFERENCE_RESOURCES
 
     def train(self, ctx: RunContext) -> None:
         split = ctx.load_split()
@@ -96,6 +98,7 @@ class UniformClassifier(Method):
 class RandomSearch(Method):
     defaults: dict = {}
     cpu_only = True
+    job_resources = REFERENCE_RESOURCES
 
     def train(self, ctx: RunContext) -> None:
         from uqcal.data.objectives import get_objective

@@ -7,8 +7,10 @@ command line (`uqcal ... --config FILE`), so both see exactly the same jobs.
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import json
+import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,11 +45,71 @@ def repo_root_for(config_path: str | Path | None = None) -> Path:
 
 
 def load_yaml(path: str | Path) -> Any:
+    """A YAML file as plain data (``yaml.safe_load``: no templating, no Python objects); a tag such as
+    ``!!python/object`` or a syntax error is a ConfigError naming the file, the line and the tag."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file not found: {path}")
-    with path.open() as fh:
-        return yaml.safe_load(fh) or {}
+    try:
+        with path.open() as fh:
+            return yaml.safe_load(fh) or {}
+    except yaml.constructor.ConstructorError as error:
+        mark = error.problem_mark
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        tag = re.search(r"tag '([^']+)'", str(error.problem))
+        what = f"the tag {tag.group(1)!r}" if tag else "a value"
+        raise ConfigError(f"{where}: {what} is not plain YAML ({error.problem}); uqcal reads configs as plain data "
+                          "(mappings, lists, strings, numbers, booleans) and never builds Python objects from "
+                          "them: write the value out instead") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from None
+
+
+# Snakemake evaluates a config file holding this key as a YTE template: Python in it runs at load time.
+YTE_KEY = "__use_yte__"
+
+
+def check_raw_config(path: str | Path) -> dict:
+    """The raw config file, read as plain data, before Snakemake (or anything else) evaluates it: a YTE
+    template (``__use_yte__``) is refused, since Snakemake would run the Python code in it while loading."""
+    config = load_yaml(path)
+    if isinstance(config, dict) and YTE_KEY in config:
+        raise ConfigError(
+            f"{path}: `{YTE_KEY}` makes Snakemake evaluate this file as a YTE template, which runs the Python "
+            "code in it before uqcal validates anything; uqcal configs are plain YAML. Remove the key and write "
+            "the values out"
+        )
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: a config must be a mapping of keys to values, got {type(config).__name__}")
+    return config
+
+
+LOCAL_EXECUTORS = (None, "local", "dryrun", "touch")
+
+
+def profile_problem(argv: list[str], environ: dict[str, str] | None = None) -> str | None:
+    """Why a Snakemake command line must not go on: it names a cluster profile with ``--profile`` (or
+    ``SNAKEMAKE_PROFILE``). Snakemake then still loads the workflow profile ``workflow/profiles/default``,
+    whose keys win: its ``cores: all`` caps every cluster job's threads at the submit host's cores (a job
+    with ``cpus: 4`` gets 2 on a 2-core login node), and its ``latency-wait: 10`` and ``keep-going: false``
+    replace the cluster profile's. ``--workflow-profile`` replaces the default profile instead."""
+    values = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--profile"]
+    values += [arg.split("=", 1)[1] for arg in argv if arg.startswith("--profile=")]
+    if (environ or {}).get("SNAKEMAKE_PROFILE"):
+        values.append(environ["SNAKEMAKE_PROFILE"])
+    for value in values:
+        path = Path(value)
+        path = path / "config.yaml" if path.is_dir() else path
+        try:
+            executor = (yaml.safe_load(path.read_text()) or {}).get("executor") if path.is_file() else None
+        except (OSError, yaml.YAMLError, AttributeError):
+            continue
+        if executor not in LOCAL_EXECUTORS:
+            return (f"--profile {value} (executor {executor}) is not applied as written: Snakemake also loads "
+                    "workflow/profiles/default, whose cores (this machine's: every cluster job's threads capped "
+                    "at them, whatever its `cpus`), latency-wait 10 and keep-going false override it. Use "
+                    f"`snakemake --workflow-profile {value} --configfile <config>` (README, \"SLURM\")")
+    return None
 
 
 def load_config(path: str | Path, root: Path | None = None, method_families: Collection[str] | None = None) -> dict:
@@ -55,7 +117,7 @@ def load_config(path: str | Path, root: Path | None = None, method_families: Col
 
     ``method_families``: check the method parameters of these families only (``check_semantics``).
     """
-    config = load_yaml(path)
+    config = check_raw_config(path)
     return prepare_config(config, root or repo_root_for(path), method_families)
 
 
@@ -98,8 +160,21 @@ def validate_schema(config: dict, root: Path) -> None:
         key = ".".join(str(p) for p in err.absolute_path) or "(top level)"
         message = err.message
         if err.validator in ("additionalProperties", "unevaluatedProperties"):
-            message = f"unknown key: {message}"
+            message = _unknown_key_message(err)
         raise ConfigError(f"config key {key}: {message}")
+
+
+def _unknown_key_message(err) -> str:
+    """``unknown key 'test_frac'; did you mean 'test_fraction'? known: ...`` for an additionalProperties error."""
+    known = sorted((err.schema.get("properties") or {}) if isinstance(err.schema, dict) else {})
+    unknown = sorted(k for k in (err.instance if isinstance(err.instance, dict) else {}) if k not in known)
+    if not unknown or not known:
+        return f"unknown key: {err.message}"
+    parts = []
+    for name in unknown:
+        close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.5)
+        parts.append(f"unknown key {name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return f"{'; '.join(parts)}; known keys: {', '.join(known)}"
 
 
 def check_semantics(config: dict, root: Path | None = None, method_families: Collection[str] | None = None) -> None:

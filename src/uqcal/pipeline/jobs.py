@@ -165,13 +165,16 @@ RESOURCE_DEFAULTS = {"mem_mb": 4000, "runtime": 60, "gpu": 0, "cpus": 1, "cpus_p
 def resources(config: dict, family: str, dataset: str, method: str) -> dict:
     """A train job's resources: families.<f>.resources, then its per_dataset and per_method overrides.
 
-    A method whose class is ``cpu_only`` (the reference predictors) never requests a GPU.
+    A method whose class is ``cpu_only`` (the reference predictors) never requests a GPU; one with
+    ``job_resources`` (the reference predictors) asks for those instead of the family's and per_dataset's.
     """
     declared = config["families"][family].get("resources") or {}
+    cls = _entry(family, method).load_class()
     found = {k: v for k, v in declared.items() if k not in ("per_dataset", "per_method")}
     found.update((declared.get("per_dataset") or {}).get(dataset) or {})
+    found.update(cls.job_resources or {})  # the reference predictors: small, whatever the family trains
     found.update((declared.get("per_method") or {}).get(method) or {})
-    if _entry(family, method).load_class().cpu_only:
+    if cls.cpu_only:
         found["gpu"] = 0
     return {**RESOURCE_DEFAULTS, **found}
 

@@ -11,6 +11,7 @@ Spec::
     value_name: elevation                # grid / 1-D: the value column (default: the key, else "value")
     stride: 2                            # grid: every 2nd row and column (or [rows, cols]); default 1
     columns: [a, b]                      # table: column names
+    allow_outside_repo: false            # true: `path` may lie outside the repository (refused otherwise)
 
 Arrays are read with ``numpy.load(allow_pickle=False)``: an object array (pickled Python objects) is
 refused, so a shared file cannot run code. A grid becomes a long table that the ``grid_regions`` reshape
@@ -24,10 +25,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from uqcal.data.errors import DataSourceError, check_source_keys
+from uqcal.data.errors import DataSourceError, check_local_path, check_source_keys
 from uqcal.data.sources.url import sha256_of
 
-SPEC_KEYS = {"type", "path", "sample_data", "key", "layout", "value_name", "stride", "columns"}
+SPEC_KEYS = {"type", "path", "sample_data", "key", "layout", "value_name", "stride", "columns", "allow_outside_repo"}
 
 
 def _sample_data_path(name: str, dataset: str) -> Path:
@@ -85,7 +86,7 @@ def load(spec: dict, *, name: str, cache_dir: Path, seed: int = 0) -> tuple[pd.D
         raise DataSourceError(f"dataset {name!r}: array source needs exactly one of `path:` (a local .npy/.npz) "
                               "or `sample_data:` (a file matplotlib ships)")
     if spec.get("path"):
-        path = Path(spec["path"])
+        path = check_local_path(spec, "array", name=name)
         if not path.is_file():
             raise DataSourceError(f"dataset {name!r}: file {spec['path']} not found (paths are relative to the "
                                   f"repository root, here {Path.cwd()})")

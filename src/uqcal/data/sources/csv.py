@@ -7,6 +7,8 @@ Spec::
     format: null                       # null -> from the suffix (.parquet, .arff, .xlsx; else csv)
     read: {sep: ","}                   # keyword arguments for the pandas reader
     member: null                       # file inside a zip/tar archive
+    allow_outside_repo: false          # true: the path may lie outside the repository (its rows then go into
+                                       # data/raw/ and the DVC remote); refused otherwise
 """
 
 from __future__ import annotations
@@ -16,17 +18,17 @@ from pathlib import Path
 import pandas as pd
 
 from uqcal.data import readers
-from uqcal.data.errors import DataSourceError, check_source_keys
+from uqcal.data.errors import DataSourceError, check_local_path, check_source_keys
 from uqcal.data.sources.url import sha256_of
 
-SPEC_KEYS = {"type", "path", "format", "read", "member"}
+SPEC_KEYS = {"type", "path", "format", "read", "member", "allow_outside_repo"}
 SUFFIX_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arff": "arff", ".xlsx": "excel", ".xls": "excel",
                   ".tsv": "csv", ".data": "whitespace"}
 
 
 def load(spec: dict, *, name: str, cache_dir: Path, seed: int = 0) -> tuple[pd.DataFrame, dict]:
     check_source_keys(spec, SPEC_KEYS, "csv", name=name, required=("path",))
-    path = Path(spec["path"])
+    path = check_local_path(spec, "csv", name=name)
     if not path.is_file():
         raise DataSourceError(f"dataset {name!r}: file {spec['path']} not found (paths are relative to "
                               f"the repository root, here {Path.cwd()})")

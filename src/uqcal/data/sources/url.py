@@ -16,7 +16,8 @@ Spec (the dataset's ``source:`` mapping)::
 
 The file is streamed into a temporary file beside its final place, hashed while it streams, checked,
 and only then renamed into place (``os.replace``), so the cache never holds a partial or unverified
-file.  The first successful download records ``{url, sha256, bytes}`` in ``config/datasets.lock.json``;
+file.  The first download that parses records ``{url, sha256, bytes}`` in ``config/datasets.lock.json`` (a
+corrupt one is removed and records nothing, so the right file placed afterwards is accepted);
 later downloads (and files already in the cache) must match the spec's ``sha256`` or, when the spec has
 none, the lock's.
 """
@@ -32,6 +33,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -184,8 +186,14 @@ def _validate(spec: dict, name: str) -> dict:
     return params
 
 
-def obtain(spec: dict, *, name: str, cache_dir: Path, lock_path: Path | None = None) -> tuple[Path, dict]:
-    """Make sure the verified file is in the cache; return its path and the provenance record."""
+def obtain(spec: dict, *, name: str, cache_dir: Path, lock_path: Path | None = None,
+           check: Callable[[Path], object] | None = None) -> tuple[Path, dict]:
+    """Make sure the verified file is in the cache; return its path and the provenance record.
+
+    ``check(path)`` (e.g. parsing the file) runs before the file's hash is recorded in the lock: a file that
+    fails it is never recorded, so a corrupt first download does not pin its own hash; a file downloaded by
+    this call that fails it is removed, and the error (DataSourceError) says what happened.
+    """
     params = _validate(spec, name)
     lock_path = Path(lock_path) if lock_path is not None else DEFAULT_LOCK_PATH
     url, path = params["url"], Path(cache_dir) / params["filename"]
@@ -212,9 +220,27 @@ def obtain(spec: dict, *, name: str, cache_dir: Path, lock_path: Path | None = N
                 f"dataset {name!r}: {what}: {error} [{url}]. "
                 + _manual_instructions(name, url, path, expected)
             ) from None
-        log.info("%s: downloaded %s (%d bytes, %d attempt(s))", name, url, size, attempts)
         downloaded = True
         log.info("%s: downloaded %s (%d bytes, %d attempt(s))", name, url, size, attempts)
+    if check is not None:
+        try:
+            check(path)
+        except Exception as error:  # any reader's failure (BadZipFile, ParserError, ...): one message
+            reason = f"{type(error).__name__}: {error}" if not isinstance(error, DataSourceError) else str(error)
+            if expected is None:
+                if downloaded:
+                    path.unlink(missing_ok=True)
+                origin = (f"the file downloaded from {url} ({size} bytes, sha256 {digest}) was removed"
+                          if downloaded else f"{path} (sha256 {digest}) was kept; delete or replace it")
+                raise DataSourceError(
+                    f"dataset {name!r}: cannot read the {'download' if downloaded else 'cached file'} as "
+                    f"{params['format']}: {reason}. It is corrupt or not the file this entry describes: {origin}, "
+                    f"and no checksum was recorded in {lock_path}. "
+                    + _manual_instructions(name, url, path, None)
+                ) from None
+            raise DataSourceError(f"dataset {name!r}: {path} has the expected sha256 {digest} but cannot be read "
+                                  f"as {params['format']}: {reason}; check the entry's format, member and read "
+                                  "options") from None
     record_lock(lock_path, name, {"url": url, "sha256": digest, "bytes": size})
     provenance = {"source": "url", "url": url, "file": str(path), "sha256": digest, "bytes": size,
                   "downloaded": downloaded, "sha256_pinned_in": "spec" if params["sha256"] else
@@ -225,14 +251,15 @@ def obtain(spec: dict, *, name: str, cache_dir: Path, lock_path: Path | None = N
 
 def load(spec: dict, *, name: str, cache_dir: Path, seed: int = 0,
          lock_path: Path | None = None) -> tuple[pd.DataFrame, dict]:
-    path, provenance = obtain(spec, name=name, cache_dir=Path(cache_dir), lock_path=lock_path)
     params = _validate(spec, name)
     options = dict(params["options"])
     if params["labels_member"]:
         options["labels_member"] = params["labels_member"]
-    try:
-        frame = readers.read_table(path, format=params["format"], member=params["member"],
-                                   read=params["read"], **options)
-    except DataSourceError as error:
-        raise DataSourceError(f"dataset {name!r}: {error}") from None
-    return frame, provenance
+    read: dict[str, pd.DataFrame] = {}
+
+    def parse(path: Path) -> None:  # before the file's hash is recorded (obtain)
+        read["frame"] = readers.read_table(path, format=params["format"], member=params["member"],
+                                           read=params["read"], **options)
+
+    _path, provenance = obtain(spec, name=name, cache_dir=Path(cache_dir), lock_path=lock_path, check=parse)
+    return read["frame"], provenance

@@ -139,6 +139,7 @@ def per_run_params(params: dict, dataset: str, setting: str) -> dict:
 class EpisodicMethod(Method):
     """Meta-train on episodes sampled on the fly from the train classes; predict the fixed test episodes."""
 
+    run_mappings = True  # a parameter may be {dataset or setting: value} (per_run_params)
     defaults = {
         "train_episodes": 400,  # outer iterations (one episode each); the paper: 400-600 epochs x 100
         "lr_backbone": 1e-3,

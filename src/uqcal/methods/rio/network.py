@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from uqcal.core.io import load_torch
 from uqcal.core.nn import mlp
 from uqcal.methods.api import Method
 from uqcal.methods.rio.common import apply_per_dataset, load_holdout
@@ -120,7 +121,7 @@ def load_network(run_dir, device: torch.device | str = "cpu") -> tuple[nn.Sequen
     path = run_dir / "model.pt"
     if not path.exists():
         raise FileNotFoundError(f"{path}: the `nn` run this method depends on has no model.pt")
-    saved = torch.load(path, map_location="cpu", weights_only=True)
+    saved = load_torch(path, map_location="cpu")  # refuses a file holding anything but tensors and containers
     net = build_network(saved["in_dim"], saved["hidden"], saved["depth"])
     net.load_state_dict(saved["state_dict"])
     net.to(device).eval()
