@@ -161,3 +161,22 @@ def test_reference_loader_still_reads_every_file():
     for family in FAMILIES:
         reference = load_reference(REFERENCE, family)
         assert reference.path is not None, family
+
+
+def test_a_dagger_against_rio_bounds_the_papers_se_of_a_difference():
+    """Table 1's † is a paired t-test against RIO over 100 runs at 5 %: the se of that difference is below
+    |diff| / t(.975, 99), far below the sqrt formula that ignores the shared splits (CCS, RMSE)."""
+    from scipy import stats
+
+    from uqcal.pipeline.reference import load_reference
+
+    ref = load_reference(Path("config/reference"), "rio")
+    diff = ref.paper_difference("table1", "CCS", "holdout", "r_i", "rio", "rmse")
+    assert diff.mean == pytest.approx(0.04)
+    assert diff.se == pytest.approx(0.04 / stats.t.ppf(0.975, 99))
+    assert "paired t-test" in diff.se_basis
+    sqrt_formula = ref.paper_difference("table1", "CCS", "holdout", "r_i", "svgp", "rmse")
+    se_a = 0.50 * (100 / 99) ** 0.5 / 10
+    se_b = 0.39 * (100 / 99) ** 0.5 / 10
+    assert sqrt_formula.se == pytest.approx((se_a**2 + se_b**2) ** 0.5)
+    assert "overstatement" in sqrt_formula.se_basis

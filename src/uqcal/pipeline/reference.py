@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from scipy import stats
 
 from uqcal.metrics.replication import SPREAD_KINDS, difference_standard_error, paper_standard_error
 
@@ -22,6 +23,7 @@ class PaperNumber:
     record: dict | None = None
     cells: tuple | None = None  # a difference: the two cells it is made of
     difference_df: int | None = None  # a difference of two means over n runs each: 2 (n - 1)
+    se_basis: str = ""  # how the se was formed (a difference: the sqrt formula or the paper's test's bound)
 
     @property
     def df(self) -> int | None:
@@ -98,8 +100,29 @@ class Reference:
             return None
         first, second = cells
         n = min(c.n for c in cells) if first.n is not None and second.n is not None else None
-        return PaperNumber(first.mean - second.mean, None, difference_standard_error(first.se, second.se), n,
-                           first.table, None, (first, second), None if n is None else 2 * (n - 1))
+        diff = first.mean - second.mean
+        se, basis = difference_standard_error(first.se, second.se), "sqrt(se_a^2 + se_b^2), an overstatement"
+        bound = self._dagger_bound(first, second, diff, n)
+        if bound is not None and (se is None or bound < se):
+            se, basis = bound, "bounded by the paper's paired t-test (†: p < .05), |diff| / t(.975, n - 1)"
+        return PaperNumber(diff, None, se, n, first.table, None, (first, second), None if n is None else 2 * (n - 1),
+                           basis)
+
+    def _dagger_bound(self, first: PaperNumber, second: PaperNumber, diff: float, n: int | None) -> float | None:
+        """Where the paper marks a cell † (a paired t-test against ``marks.dagger_against`` over its n runs, p < .05),
+        the paired difference's se is below |diff| / t(.975, n - 1): a tighter (still upper) bound than the
+        sqrt formula, which ignores that both methods ran on the same splits."""
+        marks = self.tables[first.table].get("marks") or {}
+        against = marks.get("dagger_against")
+        if not against or n is None or n < 2 or first.table != second.table:
+            return None
+        methods = (first.record["method"], second.record["method"])
+        if against not in methods or methods[0] == methods[1]:
+            return None
+        other = first if methods[1] == against else second
+        if not other.record.get("dagger"):
+            return None
+        return abs(diff) / float(stats.t.ppf(0.975, n - 1))
 
     def bold_rule_holds(self, table_ids: list[str] | str, dataset: str, setting: str, a: str, b: str,
                         metric: str) -> bool | None:

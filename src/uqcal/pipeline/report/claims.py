@@ -167,12 +167,13 @@ def _row(claim, ctx, label, dataset, setting, d, test, direction, accept, compar
     row_test = R.RowTest(hypothesis, estimate, se, df, p, direction, margin, p_against, paper_est, paper_se,
                          None if paper is None else paper.df)
     sd = se * math.sqrt(len(d)) if d is not None else None
-    n80 = R.runs_for_80_power(paper_est, sd, blocks=blocks,
-                              efficiency=WILCOXON_ARE if test == "wilcoxon" else 1.0) if paper_est is not None else None
+    n80 = None  # runs for 80 % power at the paper's effect: a superiority row's question only
+    if paper_est is not None and hypothesis == "superiority":
+        n80 = R.runs_for_80_power(paper_est, sd, blocks=blocks, efficiency=WILCOXON_ARE if test == "wilcoxon" else 1.0)
     parts = [describe, f"diff {fmt(estimate)} ± {fmt(se)} (se), {test_name} p = {fmt(p)}"
              + (f" ({margin_text}: {hypothesis})" if margin_text else "") + (f"; {note}" if note else "")]
     if paper is not None:
-        parts.append(f"paper {fmt(paper.mean)}" + (f" ± {fmt(paper.se)} (se)" if paper.se is not None
+        parts.append(f"paper {fmt(paper.mean)}" + (f" ± {fmt(paper.se)} (se: {paper.se_basis})" if paper.se is not None
                                                    else " (no ± printed)"))
     runs = n_runs if n_runs is not None else (None if d is None else len(d))
     return Evidence(label, "; ".join(p for p in parts if p), dataset, str(setting), row_test, test_name,
