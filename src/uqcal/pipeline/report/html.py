@@ -72,7 +72,7 @@ def _evidence_row(e: Evidence) -> str:
     d33 = "–" if o.get("d33") is None else f"{fmt(o['d33'])} (p {fmt(o['p_d33'])})"
     cells = [escape(e.label), f"{fmt(t.estimate)} ± {fmt(t.se)}", str(e.runs if e.runs is not None else "–"),
              f"{fmt(e.p_adjusted if e.p_adjusted is not None else t.p)}", paper, interval, d33,
-             "–" if e.n80 is None else fmt(e.n80),
+             "–" if e.n80 is None else (f"{e.n80:,.0f}" if e.n80 != float("inf") else "∞"),
              f'<span class="{verdict_class(e.verdict)}">{escape(e.verdict or "")}</span>']
     return ("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
             f'<tr><td colspan="9" class="rowdetail">{escape(e.detail)}</td></tr>')
@@ -87,7 +87,7 @@ def _claim_details(res: ClaimResult) -> str:
         parts.append(f'<table class="evidence">{head}{"".join(_evidence_row(e) for e in res.evidence)}</table>')
     for name, (verdict, summary) in res.by_data.items():
         parts.append(f"<p>{escape(name)}: <b>{escape(verdict)}</b>; {escape(summary)}</p>")
-    runs = (f"{res.runs_declared} runs per row, {res.runs_source}" if res.runs_declared is not None
+    runs = (f"{res.runs_declared} runs per row (declared in the config)" if res.runs_declared is not None
             else f"runs {res.runs_source}")
     parts.append(f"<p>{escape(runs)}; scope: {escape(str(res.scope or 'every_row'))}.</p>")
     if res.skipped:
@@ -123,7 +123,9 @@ def claims_html(results: list[ClaimResult]) -> str:
             f"{_claim_details(res)}</details></td>"
             f'<td class="verdict {verdict_class(res.verdict)}">{escape(res.verdict)}{others}</td></tr>'
         )
-    out = ['<p class="note">Verdicts: <b>reproduced</b> (or reproduced_smaller) · <b>consistent</b> (not '
+    declared = next((r.runs_source for r in results if r.runs_declared is not None), "")
+    out = ([f"<p><b>Runs per claim</b>, fixed before any result: {escape(declared)}.</p>"] if declared else [])
+    out += ['<p class="note">Verdicts: <b>reproduced</b> (or reproduced_smaller) · <b>consistent</b> (not '
            "significant, underpowered) · <b>smaller_than_paper</b> · <b>contradicted</b>; where the paper has no "
            "number: <b>generalises</b> · <b>undecided</b> · <b>does_not_generalise</b>. Open a claim for its rows: "
            "ours ± se beside the paper's, the prediction interval and the tests.</p>", legend_html()]
