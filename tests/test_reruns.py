@@ -424,13 +424,14 @@ DETERMINISM_METHODS = {"metareg": "metacal", "rio": "nn", "qr": "dvi_qr", "fewsh
 
 
 @pytest.mark.parametrize("family", list(DETERMINISM_METHODS))
-def test_a_second_run_of_the_same_seeds_writes_byte_identical_metrics(smoke_run, tmp_path, family):
+def test_a_second_run_of_the_same_seeds_writes_byte_identical_metrics_and_models(smoke_run, tmp_path, family):
     config = load_config(smoke_run / SMOKE)
     batch = next(b for b in iter_batches(config, [family]) if b.method == DETERMINISM_METHODS[family])
     results = tmp_path / "results"
     run([str(BIN / "uqcal"), "--results-dir", str(results), "train", "--config", SMOKE, "--family", family,
          "--dataset", batch.dataset, "--setting", batch.setting, "--method", batch.method], smoke_run)
     for r in batch.runs:
-        first = (smoke_run / r.run_dir / "metrics.json").read_bytes()
-        second = (results / Path(r.run_dir).relative_to("results") / "metrics.json").read_bytes()
-        assert first == second, r.run_dir
+        for name in ("metrics.json", "model.pt"):  # model.pt: the same save of the same tensors (issue 42, item 4)
+            first = (smoke_run / r.run_dir / name).read_bytes()
+            second = (results / Path(r.run_dir).relative_to("results") / name).read_bytes()
+            assert first == second, f"{r.run_dir}/{name}"
