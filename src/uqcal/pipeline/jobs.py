@@ -178,24 +178,58 @@ def resources(config: dict, family: str, dataset: str, method: str) -> dict:
 
 # ------------------------------------------------------------------------------------------ parameters
 def param_keys(config: dict, job: Job, config_path: str) -> list[tuple[str, str]]:
-    """(params file, dotted key) pairs the job reads from the config files: its DVC stage's `params:`."""
+    """(params file, dotted key) pairs the job reads from the config files: its DVC stage's `params:`.
+
+    Only keys that change what the job computes: not the selectors that decide which jobs exist (a setting's
+    or a method's ``datasets``, a method's ``settings``), not another dataset's entry of a per-dataset table,
+    not a registry entry's report labels (``uqcal.pipeline.config.DISPLAY_KEYS``). So a config that selects
+    the same job differently (config/extended.yaml runs cv5_shuffled on every dataset) leaves it current.
+    """
     if job.rule == "materialise":
-        return [_registry_key(config, job.key[0], config_path)]
-    if job.rule == "split":
-        family, dataset, setting = job.key
-        keys = [f"families.{family}.split", f"families.{family}.seeds", f"families.{family}.settings.{setting}"]
-        return [_registry_key(config, dataset, config_path)] + _present(config_path, keys)
-    if job.rule == "train":
-        family, dataset, setting, method = job.key
-        keys = [f"families.{family}.methods.{method}", f"families.{family}.seeds", f"families.{family}.split",
-                f"families.{family}.settings.{setting}", "device", "torch_threads"]
-        return [_registry_key(config, dataset, config_path)] + _present(config_path, keys)
+        return _registry_keys(config, job.key[0], config_path)
+    if job.rule in ("split", "train"):
+        family, dataset, setting = job.key[:3]
+        fam = f"families.{family}"
+        keys = _entry_keys(config_path, f"{fam}.settings.{setting}", dataset, drop=("datasets",))
+        if not any(key.startswith(f"{fam}.settings.{setting}.seeds") for key in keys):
+            keys += [f"{fam}.seeds"]  # the family's count applies: the setting names none for this dataset
+        keys += [f"{fam}.split"]
+        if job.rule == "train":
+            keys += _entry_keys(config_path, f"{fam}.methods.{job.key[3]}", dataset, drop=("datasets", "settings"))
+            keys += ["device", "torch_threads"]
+        return _registry_keys(config, dataset, config_path) + _present(config_path, keys)
     if job.rule == "aggregate":
         family = job.key[0]
         return _present(config_path, [f"families.{family}.datasets", f"families.{family}.seeds",
                                       f"families.{family}.settings", f"families.{family}.methods"])
     # The report reads the whole config (families, methods, datasets, its own section) and the registry.
     return [(config_path, ""), *((path, "") for path in _registry_files(config))]
+
+
+def _entry_keys(path: str, prefix: str, dataset: str, drop: tuple[str, ...]) -> list[str]:
+    """The keys of a setting's or method's entry that a job on ``dataset`` reads: every key but ``drop``; of a
+    per-dataset table (``seeds: {dataset: n}``, ``per_dataset``), ``dataset``'s entry only."""
+    entry = _lookup(_yaml_file(path), prefix)
+    if not isinstance(entry, dict):  # missing (dropped by _present), empty (null) or a plain value
+        return [prefix]
+    keys = []
+    for name, value in entry.items():
+        if name in drop:
+            continue
+        if name in ("seeds", "per_dataset") and isinstance(value, dict):
+            keys += [f"{prefix}.{name}.{dataset}"] if dataset in value else []
+        else:
+            keys.append(f"{prefix}.{name}")
+    return keys
+
+
+def _registry_keys(config: dict, dataset: str, config_path: str) -> list[tuple[str, str]]:
+    """A dataset's registry entry, key by key, without the report's labels."""
+    from uqcal.pipeline.config import DISPLAY_KEYS
+
+    path, key = _registry_key(config, dataset, config_path)
+    entry = _lookup(_yaml_file(path), key)
+    return [(path, f"{key}.{name}") for name in entry if name not in DISPLAY_KEYS]
 
 
 def _registry_files(config: dict) -> list[str]:
@@ -384,10 +418,24 @@ def code_hashes(job: Job) -> dict[str, str]:
 # ------------------------------------------------------------------------------------------ specs
 def build_spec(config: dict, job: Job, config_path: str) -> dict:
     """What the job is made from, apart from its inputs' content (which the step reads when it runs)."""
-    params = {f"{path}:{key}": _value(path, key) for path, key in param_keys(config, job, config_path)}
+    params = {_param_name(path, key, config_path): _value(path, key)
+              for path, key in param_keys(config, job, config_path)}
     return {"rule": job.rule, "key": list(job.key), "config": config_path, "params": params,
             "job": payload(config, job), "code": code_hashes(job),
             "upstream": [up.record_path for up in upstream(config, job)]}
+
+
+def _param_name(path: str, key: str, config_path: str) -> str:
+    """A parameter's name in a job's identity: its key, never the file it is read from.
+
+    The same keys and values are the same job whichever config file (or copy of one) holds them, so that a
+    config that includes the default's jobs (config/extended.yaml) reruns none of them; a registry entry is
+    ``datasets.<name>`` whether it sits in a registry file or inline in the config (DVC's ``params:`` still
+    name the file: DVC must know where to read them).
+    """
+    if path == config_path:
+        return key or "(config)"
+    return f"datasets.{key}" if key else f"(registry {path})"
 
 
 def _value(path: str, key: str):
