@@ -59,7 +59,7 @@ wildcard_constraints:
 def job_inputs(rule):
     """A job's inputs: its spec, its upstream jobs' records and their artifacts.
 
-    The artifacts are `ancient`: their dates never make a job stale (after `dvc pull` they are arbitrary).
+    The artifacts (and local source files, J.local_files) are `ancient`: their dates never make a job stale (after `dvc pull` they are arbitrary).
     The spec's date says whether the job itself is stale; an upstream record links the job to an upstream
     job, so that when Snakemake reruns that job it reruns this one too. Records and current specs are
     dated 1970 (uqcal.pipeline.jobs.refresh_specs), so only a stale spec is ever newer than a job's outputs.
@@ -71,7 +71,7 @@ def job_inputs(rule):
         return {
             "spec": job.spec_path,
             "records": [up.record_path for up in J.upstream(UQ, job)],
-            "data": [ancient(path) for path in J.inputs(UQ, job)],
+            "data": [ancient(path) for path in J.inputs(UQ, job) + J.local_files(UQ, job)],
         }
 
     return inputs

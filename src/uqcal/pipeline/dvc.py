@@ -1,9 +1,10 @@
 """dvc.yaml generated from the same jobs as the Snakefile (uqcal.pipeline.jobs), so both tools judge the same things.
 
-One stage per job: `deps:` are the job's upstream artifacts and every `uqcal` source file its step can
-import (a folder when all of the folder is), `params:` exactly the config keys the job reads, and `outs:`
-its artifacts plus its record. `uqcal dvc-sync` rewrites dvc.yaml for the active config and, after a
-Snakemake run (the Snakefile calls it on success), `dvc commit`s the jobs that have a record.
+One stage per job: `deps:` are the job's upstream artifacts, the local files it reads (a csv source's path)
+and every `uqcal` source file its step can import (a folder when all of the folder is), `params:` exactly the
+config keys the job reads, and `outs:` its artifacts plus its record. `uqcal dvc-sync` rewrites dvc.yaml for
+the active config and, after a Snakemake run (the Snakefile calls it on success), `dvc commit`s the jobs that
+have a record.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def build_dvc_yaml(config: dict, config_path: str, root: Path = Path(".")) -> di
         for job in J.plan(config):
             stages[job.stage] = {
                 "cmd": command(job, config_path),
-                "deps": J.inputs(config, job) + code_deps(J.source_files(job), Path(".")),
+                "deps": J.inputs(config, job) + J.local_files(config, job) + code_deps(J.source_files(job), Path(".")),
                 "params": _params(J.param_keys(config, job, config_path)),
                 "outs": [*J.outputs(job), job.record_path],
             }

@@ -146,6 +146,18 @@ def inputs(config: dict, job: Job) -> list[str]:
     return found
 
 
+def local_files(config: dict, job: Job) -> list[str]:
+    """Files in the repository that a materialise job reads: a source's ``path`` (the csv and array sources).
+
+    Inputs like any other, by content: their sha256 is part of the job's identity (``build_spec``), and they
+    are data ``deps:`` of its DVC stage, so editing one reruns the dataset and everything built on it.
+    """
+    if job.rule != "materialise":
+        return []
+    path = config["datasets"][job.key[0]]["source"].get("path")
+    return [path] if isinstance(path, str) else []
+
+
 def _entry(family: str, method: str):
     from uqcal.methods.api import get_entry
 
@@ -421,8 +433,21 @@ def build_spec(config: dict, job: Job, config_path: str) -> dict:
     params = {_param_name(path, key, config_path): _value(path, key)
               for path, key in param_keys(config, job, config_path)}
     return {"rule": job.rule, "key": list(job.key), "config": config_path, "params": params,
-            "job": payload(config, job), "code": code_hashes(job),
+            "job": payload(config, job), "code": code_hashes(job), "files": file_hashes(local_files(config, job)),
             "upstream": [up.record_path for up in upstream(config, job)]}
+
+
+def file_hashes(paths: list[str]) -> dict[str, str | None]:
+    """{path: sha256} of local input files (None: missing, so that the file appearing changes the job)."""
+    hashes = {}
+    for rel in paths:
+        try:
+            stat = os.stat(rel)
+        except OSError:
+            hashes[rel] = None
+            continue
+        hashes[rel] = _source_sha256(Path(rel).resolve(), stat.st_mtime_ns, stat.st_size)
+    return hashes
 
 
 def _param_name(path: str, key: str, config_path: str) -> str:
@@ -453,7 +478,7 @@ def input_digests(record_paths: list[str]) -> dict[str, str | None]:
 
 
 def identity(spec: dict, inputs: dict) -> str:
-    made_of = {k: spec[k] for k in ("rule", "key", "params", "job", "code")}
+    made_of = {k: spec[k] for k in ("rule", "key", "params", "job", "code", "files")}
     return _digest({**made_of, "inputs": inputs})
 
 
@@ -487,7 +512,7 @@ def why_stale(job: Job, spec: dict) -> str | None:
     inputs = input_digests(spec["upstream"])
     if record.get("identity") == identity(spec, inputs):
         return None
-    for name in ("params", "job", "code", "inputs"):
+    for name in ("params", "job", "code", "files", "inputs"):
         before, now = record.get(name) or {}, spec.get(name) if name != "inputs" else inputs
         if before != now:
             if isinstance(before, dict) and isinstance(now, dict):
@@ -594,7 +619,7 @@ def write_record(job: Job, spec: dict, inputs: dict, started: float) -> dict:
     from uqcal.core.io import write_json
 
     files = output_files(job)
-    record = {**{k: spec[k] for k in ("rule", "key", "config", "params", "job", "code")},
+    record = {**{k: spec[k] for k in ("rule", "key", "config", "params", "job", "code", "files")},
               "inputs": inputs, "identity": identity(spec, inputs), "outputs": files,
               "outputs_digest": _digest(files), "resources": resource_usage(started),
               "imported": imported_sources()}
