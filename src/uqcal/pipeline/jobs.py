@@ -605,13 +605,39 @@ def exclusive(job: Job) -> Iterator[None]:
 
 def output_files(job: Job) -> dict[str, list]:
     """{path: [size, sha256]} of every file the job's outputs hold (folders walked, bookkeeping skipped)."""
+    return files_of(outputs(job))
+
+
+def files_of(outs: list[str]) -> dict[str, list]:
     found = {}
-    for out in outputs(job):
+    for out in outs:
         paths = sorted(Path(out).rglob("*")) if Path(out).is_dir() else [Path(out)]
         for path in paths:
             if path.is_file() and path.name not in SKIPPED_FILES and not path.name.endswith(".tmp"):
                 found[path.as_posix()] = [path.stat().st_size, file_sha256(path)]
     return found
+
+
+class OutputsChangedError(RuntimeError):
+    """Files a job wrote differ from what its record says it wrote (edited, added or removed afterwards)."""
+
+
+def check_outputs(outs: list[str], record_path: str) -> list[str]:
+    """How the files ``outs`` hold now differ from those the job's record lists (sha256 by sha256); [] if none."""
+    record = _read_json(record_path)
+    if record is None or not isinstance(record.get("outputs"), dict):
+        return [f"{record_path}: missing or unreadable, so nothing vouches for {', '.join(outs)}"]
+    recorded, found = record["outputs"], files_of(outs)
+    problems = []
+    for path in sorted(recorded.keys() | found.keys()):
+        if path not in found:
+            problems.append(f"{path}: missing (its job wrote it: {record_path})")
+        elif path not in recorded:
+            problems.append(f"{path}: not written by its job (not in {record_path})")
+        elif found[path][1] != recorded[path][1]:
+            problems.append(f"{path}: sha256 {found[path][1][:12]}... is not the {recorded[path][1][:12]}... its job "
+                            f"wrote ({record_path})")
+    return problems
 
 
 def write_record(job: Job, spec: dict, inputs: dict, started: float) -> dict:
