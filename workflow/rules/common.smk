@@ -68,6 +68,7 @@ def job_inputs(rule):
     def inputs(w):
         key = tuple(w[name] for name in ("family", "dataset", "setting", "method") if name in w.keys())
         job = JOBS[(rule, key)]
+        _await_earlier_job(job)
         return {
             "spec": job.spec_path,
             "records": [up.record_path for up in J.upstream(UQ, job)],
@@ -75,6 +76,14 @@ def job_inputs(rule):
         }
 
     return inputs
+
+
+@cache
+def _await_earlier_job(job):
+    """An earlier run's job (a killed Snakemake's orphan) still writing this job's outputs: wait for it here,
+    before Snakemake deletes them to run the job (uqcal.pipeline.jobs.await_earlier_job). Once per job."""
+    if workflow.is_main_process:
+        J.await_earlier_job(UQ, CONFIG_FILE, job, workflow.output_settings.dryrun, logger.warning)
 
 
 @cache

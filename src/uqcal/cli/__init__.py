@@ -134,7 +134,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """
     found = []
     for module, name in (("uqcal.pipeline.config", "ConfigError"), ("uqcal.data.errors", "DataSourceError"),
-                         ("uqcal.pipeline.jobs", "OutputsChangedError")):
+                         ("uqcal.pipeline.jobs", "JobError")):
         cls = getattr(sys.modules.get(module), name, None)
         if cls is not None:
             found.append(cls)
