@@ -840,6 +840,9 @@ def running(args, rule: str, key: tuple[str, ...], elsewhere: bool = False) -> I
         # (importing every family's methods costs seconds per stage); dvc-sync checked the whole config.
         families = None if rule == "report" else () if rule == "materialise" else key[:1]
         spec = build_spec(load_config(config_path, method_families=families), job, _relative(config_path))
+        # As a spec file gives it (write_spec, load_spec): the step sees the same job, key order included, from
+        # either tool, so that what it saves (a model's parameters in model.pt) is the same bytes.
+        spec = json.loads(json.dumps(spec, sort_keys=True))
     if elsewhere or (args.results_dir, args.data_dir) != ("results", "data"):
         yield spec
         return
