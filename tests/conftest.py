@@ -13,18 +13,22 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-# Generated top-level folders are skipped only at the root: `src/uqcal/data` is source code.
-# `.git` too: in a git worktree it is a file pointing at the shared repository, and a copy must never commit
-# there; copy_repo gives every copy a repository of its own.
-ROOT_ONLY = {".venv", ".venv-lock", "site", "results", "data", "logs", ".snakemake", "dvc-remote", ".uqcal", ".git"}
-ANYWHERE = shutil.ignore_patterns("__pycache__", ".pytest_cache", ".ruff_cache", "*.egg-info")
+# A run's own record of its artifacts, never source: after `make reproduce` it sits untracked (and not ignored)
+# in the workspace, and a shared run commits it (README, "Sharing results"); a copy must start without it.
+RUN_RECORDS = {"dvc.lock"}
 
 
-def _ignore(directory: str, names: list[str]) -> set[str]:
-    skipped = set(ANYWHERE(directory, names))
-    if Path(directory).resolve() == REPO:
-        skipped |= ROOT_ONLY & set(names)
-    return skipped
+def source_files(repo: Path) -> list[str]:
+    """The repository's source: what git tracks plus untracked files it does not ignore (work in progress),
+    as in the working tree. Generated artifacts (results/, data/, .dvc/cache, .uqcal/ ...) are ignored by git."""
+    proc = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=repo,
+                          capture_output=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"tests copy the repository's git-tracked files, and {repo} is not a git checkout: "
+                           f"{proc.stderr.decode().strip()}")
+    names = sorted({name for name in proc.stdout.decode().split("\0") if name})
+    return [name for name in names if name not in RUN_RECORDS and os.path.lexists(repo / name)]
+
 
 torch.set_num_threads(1)
 
@@ -53,12 +57,16 @@ def tool_env(src: Path | None = None) -> dict:
 
 
 def copy_repo(dest: Path) -> Path:
-    """A throwaway copy of the repository (source files, no generated artifacts) in a git repository of its own."""
-    shutil.copytree(REPO, dest, ignore=_ignore, symlinks=True)
-    reports = dest / "reports"
-    for child in reports.iterdir() if reports.exists() else []:
-        if child.name != ".gitkeep":
-            shutil.rmtree(child) if child.is_dir() else child.unlink()
+    """A throwaway copy of the repository's source (``source_files``: nothing the workspace generated) in a git
+    repository of its own (in a git worktree `.git` is a file pointing at the shared repository, and a copy
+    must never commit there)."""
+    for name in source_files(REPO):
+        source, target = REPO / name, dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            os.symlink(os.readlink(source), target)
+        else:
+            shutil.copy2(source, target)
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=dest, check=True)
     subprocess.run([*GIT, "add", "-A"], cwd=dest, check=True)
     subprocess.run([*GIT, "commit", "-q", "-m", "copy"], cwd=dest, check=True)

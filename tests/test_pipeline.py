@@ -153,3 +153,25 @@ def test_families_built_in_parallel_give_the_same_report(smoke_run, tmp_path):
     for rel in files[1]:
         if rel.suffix in (".json", ".md", ".csv"):
             assert (outs[1] / rel).read_bytes() == (outs[2] / rel).read_bytes(), rel
+
+
+def test_a_result_edited_after_its_job_is_refused_by_dvc_commit(smoke_run, tmp_path):
+    # One digit of a metrics.json, same size: Snakemake sees nothing (sizes), and `dvc commit --force` would take
+    # it into dvc.lock and the cache (issue 42, item 3). The job's record holds what it wrote, sha256 by sha256.
+    import re
+    import shutil
+
+    copy = tmp_path / "tampered"
+    shutil.copytree(smoke_run, copy, symlinks=True, ignore=shutil.ignore_patterns("cache", "tmp"))
+    victim = "results/rio/concrete/holdout/nn/seed0/metrics.json"
+    text = (copy / victim).read_text()
+    digit = re.search(r'"rmse": \d+\.\d*?(\d)', text)
+    edited = text[:digit.start(1)] + str((int(digit.group(1)) + 1) % 10) + text[digit.end(1):]
+    (copy / victim).write_text(edited)
+    assert len(edited) == len(text) and edited != text
+    lock = (copy / "dvc.lock").read_bytes()
+    proc = run([str(BIN / "uqcal"), "dvc-sync", "--config", "config/smoke.yaml", "--commit"], copy, check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "refusing to dvc commit" in proc.stderr and victim in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert (copy / "dvc.lock").read_bytes() == lock  # nothing committed

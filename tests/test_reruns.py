@@ -351,15 +351,21 @@ def test_a_run_killed_with_its_jobs_resumes_and_matches_an_uninterrupted_one(uni
     snakemake([TARGET, "--unlock", "--configfile", config], root)
     assert planned_for(root, config) == {"train metareg/ozone/ns10/metacal", "aggregate metareg"}
     snakemake([TARGET, "--cores", "1", "--configfile", config], root, timeout=900)
-    log = (root / TRAIN_LOG).read_text()
-    assert "restored the outputs an interrupted run had finished" in log, log[-2000:]
-    assert "resuming from checkpoint" in log, log[-2000:]
+    # Both attempts in the log, each under its header (Snakemake deleted the log before the rerun).
+    attempts = _attempts(root)
+    assert len(attempts) == 2, (root / TRAIN_LOG).read_text()[-3000:]
+    assert "train metacal on ozone/ns10 seed 0" in attempts[0] and "seed 1" in attempts[0]
+    assert "restored the outputs an interrupted run had finished" in attempts[1], attempts[1][-2000:]
+    assert "resuming from checkpoint" in attempts[1], attempts[1][-2000:]
     assert not (root / "results/.resume").exists(), "the resume folder outlived a finished run"
+    assert not list((root / TRAIN_LOG).parent.glob(".*.attempts")), "a finished job keeps its log's second name"
     assert not list(root.rglob("*.tmp"))
     _assert_same_as_uninterrupted(root, uninterrupted)
 
 
 def test_snakemake_killed_alone_leaves_its_job_running_and_the_rerun_waits_for_it(uninterrupted, tmp_path):
+    # Issue 42, item 5: the rerun waits before Snakemake touches the orphan's outputs or log, keeps the seeds the
+    # orphan finished, and its job's attempt follows the orphan's in the log.
     root = copy_repo(tmp_path / "orphan")
     config = _metareg_config(root)
     proc = _start_and_wait_for_seed1_checkpoint(root, config)
@@ -367,30 +373,45 @@ def test_snakemake_killed_alone_leaves_its_job_running_and_the_rerun_waits_for_i
     proc.wait()
     orphans = _train_processes(root)
     assert orphans, "the train job died with Snakemake: the scenario tests nothing"
-    for pid in orphans:  # hold the orphan, so that the rerun's job certainly starts while it still writes
+    seed0 = root / "results/metareg/ozone/ns10/metacal/seed0/metrics.json"
+    for pid in orphans:  # hold the orphan, so that the rerun certainly starts while it still writes
         os.kill(pid, signal.SIGSTOP)
+    output = tmp_path / "rerun.out"
     try:
+        assert seed0.exists(), "seed 0 should have finished before the kill"
         snakemake([TARGET, "--unlock", "--configfile", config], root)
+        dry = run([str(BIN / "snakemake"), "-n", TARGET, "--configfile", config], root)
+        assert "a run waits for it" in dry.stdout + dry.stderr  # a dry run does not wait
         assert planned_for(root, config) == {"train metareg/ozone/ns10/metacal", "aggregate metareg"}
-        rerun = subprocess.Popen([str(BIN / "snakemake"), TARGET, "--cores", "1", "--configfile", config], cwd=root,
-                                 env=tool_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        log_before = _read(root / TRAIN_LOG)
+        with open(output, "w") as out:
+            rerun = subprocess.Popen([str(BIN / "snakemake"), TARGET, "--cores", "1", "--configfile", config],
+                                     cwd=root, env=tool_env(), stdout=out, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 300
-        while "waiting for process" not in _read(root / TRAIN_LOG):
-            assert rerun.poll() is None, "the rerun ended without waiting for the orphan"
-            assert time.monotonic() < deadline, _read(root / TRAIN_LOG)[-2000:]
+        while f"waiting for process {orphans[0]}," not in _read(output):
+            assert rerun.poll() is None, f"the rerun ended without waiting for the orphan: {_read(output)[-3000:]}"
+            assert time.monotonic() < deadline, _read(output)[-3000:]
             time.sleep(0.1)
-        assert f"waiting for process {orphans[0]}," in _read(root / TRAIN_LOG)
-        time.sleep(2)  # while the orphan holds the outputs, the new job trains nothing
-        assert "train metacal on" not in _read(root / TRAIN_LOG).split("waiting for process")[-1]
+        time.sleep(2)  # while the orphan holds the job, the rerun touches none of its files
+        assert seed0.exists() and _read(root / TRAIN_LOG) == log_before
     finally:
         for pid in orphans:
             os.kill(pid, signal.SIGCONT)
-    out, _ = rerun.communicate(timeout=900)
-    assert rerun.returncode == 0, out[-3000:]
+    assert rerun.wait(timeout=900) == 0, _read(output)[-3000:]
     assert not _train_processes(root)
-    log = _read(root / TRAIN_LOG)
-    assert "the earlier job has finished; starting" in log, log[-2000:]
+    assert "the earlier job has finished" in _read(output)
+    attempts = _attempts(root)
+    assert len(attempts) == 2, _read(root / TRAIN_LOG)[-3000:]
+    assert "train metacal on ozone/ns10 seed 1" in attempts[0]  # the orphan finished seed 1 ...
+    assert "train metacal on" not in attempts[1]  # ... and the rerun trained nothing again
+    assert attempts[1].count("restored the outputs an interrupted run had finished") == 2, attempts[1][-2000:]
+    assert not (root / "results/.resume").exists()
     _assert_same_as_uninterrupted(root, uninterrupted)
+
+
+def _attempts(root: Path) -> list[str]:
+    """The train job's log, one item per attempt (each starts with a header)."""
+    return _read(root / TRAIN_LOG).split("===== uqcal train metareg/ozone/ns10/metacal: attempt started")[1:]
 
 
 def test_sigterm_to_snakemake_stops_its_jobs(tmp_path):
@@ -424,13 +445,14 @@ DETERMINISM_METHODS = {"metareg": "metacal", "rio": "nn", "qr": "dvi_qr", "fewsh
 
 
 @pytest.mark.parametrize("family", list(DETERMINISM_METHODS))
-def test_a_second_run_of_the_same_seeds_writes_byte_identical_metrics(smoke_run, tmp_path, family):
+def test_a_second_run_of_the_same_seeds_writes_byte_identical_metrics_and_models(smoke_run, tmp_path, family):
     config = load_config(smoke_run / SMOKE)
     batch = next(b for b in iter_batches(config, [family]) if b.method == DETERMINISM_METHODS[family])
     results = tmp_path / "results"
     run([str(BIN / "uqcal"), "--results-dir", str(results), "train", "--config", SMOKE, "--family", family,
          "--dataset", batch.dataset, "--setting", batch.setting, "--method", batch.method], smoke_run)
     for r in batch.runs:
-        first = (smoke_run / r.run_dir / "metrics.json").read_bytes()
-        second = (results / Path(r.run_dir).relative_to("results") / "metrics.json").read_bytes()
-        assert first == second, r.run_dir
+        for name in ("metrics.json", "model.pt"):  # model.pt: the same save of the same tensors (issue 42, item 4)
+            first = (smoke_run / r.run_dir / name).read_bytes()
+            second = (results / Path(r.run_dir).relative_to("results") / name).read_bytes()
+            assert first == second, f"{r.run_dir}/{name}"

@@ -122,3 +122,17 @@ def test_prepare_drops_the_temp_files_a_killed_write_left_but_keeps_the_checkpoi
     store.prepare()
     assert sorted(p.name for p in store.path.iterdir()) == ["checkpoint.pt"]
     assert TrainingCheckpoint(store.checkpoint_path).load() == {"epoch": 4}
+
+
+def test_torch_save_writes_the_same_bytes_for_the_same_content(tmp_path):
+    # model.pt and checkpoints go through a temporary file; its random name must not reach the bytes (issue 42,
+    # item 4), or DVC never finds a rerun's model.pt identical.
+    from uqcal.core.io import torch_save
+
+    state = {"weight": torch.arange(12.0).reshape(3, 4), "epoch": 3, "name": "nn"}
+    torch_save(tmp_path / "a/model.pt", state)
+    torch_save(tmp_path / "b/model.pt", {k: v.clone() if torch.is_tensor(v) else v for k, v in state.items()})
+    torch_save(tmp_path / "checkpoint.pt", state)
+    first = (tmp_path / "a/model.pt").read_bytes()
+    assert first == (tmp_path / "b/model.pt").read_bytes() == (tmp_path / "checkpoint.pt").read_bytes()
+    assert not list(tmp_path.rglob("*.tmp"))

@@ -59,7 +59,7 @@ wildcard_constraints:
 def job_inputs(rule):
     """A job's inputs: its spec, its upstream jobs' records and their artifacts.
 
-    The artifacts are `ancient`: their dates never make a job stale (after `dvc pull` they are arbitrary).
+    The artifacts (and local source files, J.local_files) are `ancient`: their dates never make a job stale (after `dvc pull` they are arbitrary).
     The spec's date says whether the job itself is stale; an upstream record links the job to an upstream
     job, so that when Snakemake reruns that job it reruns this one too. Records and current specs are
     dated 1970 (uqcal.pipeline.jobs.refresh_specs), so only a stale spec is ever newer than a job's outputs.
@@ -68,13 +68,22 @@ def job_inputs(rule):
     def inputs(w):
         key = tuple(w[name] for name in ("family", "dataset", "setting", "method") if name in w.keys())
         job = JOBS[(rule, key)]
+        _await_earlier_job(job)
         return {
             "spec": job.spec_path,
             "records": [up.record_path for up in J.upstream(UQ, job)],
-            "data": [ancient(path) for path in J.inputs(UQ, job)],
+            "data": [ancient(path) for path in J.inputs(UQ, job) + J.local_files(UQ, job)],
         }
 
     return inputs
+
+
+@cache
+def _await_earlier_job(job):
+    """An earlier run's job (a killed Snakemake's orphan) still writing this job's outputs: wait for it here,
+    before Snakemake deletes them to run the job (uqcal.pipeline.jobs.await_earlier_job). Once per job."""
+    if workflow.is_main_process:
+        J.await_earlier_job(UQ, CONFIG_FILE, job, workflow.output_settings.dryrun, logger.warning)
 
 
 @cache

@@ -26,7 +26,7 @@ rule materialise:
         mem_mb=4000,
         runtime=30,
     shell:
-        "uqcal materialise --spec {input.spec:q} 2> {log:q}"
+        "uqcal materialise --spec {input.spec:q} 2>> {log:q}"
 
 
 # All seeds of one (family, dataset, setting) in one job, into one folder (as training; see train.smk).
@@ -46,4 +46,4 @@ rule split:
         mem_mb=4000,
         runtime=30,
     shell:
-        "uqcal split --spec {input.spec:q} 2> {log:q}"
+        "uqcal split --spec {input.spec:q} 2>> {log:q}"

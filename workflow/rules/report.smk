@@ -25,4 +25,4 @@ rule report:
         mem_mb=4000,
         runtime=30,
     shell:
-        "uqcal report --spec {input.spec:q} --jobs {threads} 2> {log:q}"
+        "uqcal report --spec {input.spec:q} --jobs {threads} 2>> {log:q}"

@@ -32,7 +32,7 @@ rule train:
         cpus_per_gpu=lambda w: train_resource(w, "cpus_per_gpu"),
         **TRAIN_PARTITION,
     shell:
-        "uqcal train --spec {input.spec:q} 2> {log:q}"
+        "uqcal train --spec {input.spec:q} 2>> {log:q}"
 
 
 rule aggregate:
@@ -50,4 +50,4 @@ rule aggregate:
         mem_mb=2000,
         runtime=10,
     shell:
-        "uqcal aggregate --spec {input.spec:q} 2> {log:q}"
+        "uqcal aggregate --spec {input.spec:q} 2>> {log:q}"

@@ -73,10 +73,12 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 
 def torch_save(path: str | os.PathLike, obj: Any) -> None:
+    """``torch.save`` atomically, the same bytes for the same content: given a file name, torch names the
+    archive's inner folder after it (here the random temporary name); given an open file, "archive"."""
     import torch
 
-    with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        torch.save(obj, fh)
 
 
 class UnsafeArtifactError(pickle.UnpicklingError):

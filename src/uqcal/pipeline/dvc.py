@@ -1,9 +1,10 @@
 """dvc.yaml generated from the same jobs as the Snakefile (uqcal.pipeline.jobs), so both tools judge the same things.
 
-One stage per job: `deps:` are the job's upstream artifacts and every `uqcal` source file its step can
-import (a folder when all of the folder is), `params:` exactly the config keys the job reads, and `outs:`
-its artifacts plus its record. `uqcal dvc-sync` rewrites dvc.yaml for the active config and, after a
-Snakemake run (the Snakefile calls it on success), `dvc commit`s the jobs that have a record.
+One stage per job: `deps:` are the job's upstream artifacts, the local files it reads (a csv source's path)
+and every `uqcal` source file its step can import (a folder when all of the folder is), `params:` exactly the
+config keys the job reads, and `outs:` its artifacts plus its record. `uqcal dvc-sync` rewrites dvc.yaml for
+the active config and, after a Snakemake run (the Snakefile calls it on success), `dvc commit`s the jobs that
+have a record.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def build_dvc_yaml(config: dict, config_path: str, root: Path = Path(".")) -> di
         for job in J.plan(config):
             stages[job.stage] = {
                 "cmd": command(job, config_path),
-                "deps": J.inputs(config, job) + code_deps(J.source_files(job), Path(".")),
+                "deps": J.inputs(config, job) + J.local_files(config, job) + code_deps(J.source_files(job), Path(".")),
                 "params": _params(J.param_keys(config, job, config_path)),
                 "outs": [*J.outputs(job), job.record_path],
             }
@@ -118,6 +119,9 @@ def write_dvc_yaml(config: dict, config_path: str, root: Path = Path(".")) -> Pa
 def dvc_commit(root: Path = Path(".")) -> list[str]:
     """Record the finished jobs' outputs in DVC's cache and dvc.lock (no re-execution); returns the stages.
 
+    First every output is checked against its job's record (``check_recorded``): nothing is committed if one
+    differs.
+
     Only stages whose job left a record (it finished) and whose upstream stages are committed too: after a
     partial run (one family, say) the other stages' files do not exist yet.
 
@@ -134,6 +138,7 @@ def dvc_commit(root: Path = Path(".")) -> list[str]:
     stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
     done = [name for name, stage in stages.items()
             if all(os.path.exists(root / path) for path in [*stage.get("deps", []), *stage["outs"]])]
+    check_recorded(stages, done, root)
     if len(done) == len(stages):
         subprocess.run([dvc, "commit", "--force", "--quiet"], cwd=root, check=True)
         return done
@@ -144,6 +149,28 @@ def dvc_commit(root: Path = Path(".")) -> list[str]:
             subprocess.run([dvc, "commit", "--force", "--quiet", *flags, *targets[start:start + 200]], cwd=root,
                            check=True)
     return done
+
+
+def check_recorded(stages: dict, names: list[str], root: Path = Path(".")) -> None:
+    """Refuse to commit files that are not what their job wrote: every output's sha256 against the job's record.
+
+    `dvc commit --force` records whatever the workspace holds, and from the cache it is pushed to others; a
+    result edited by hand (one digit of a metrics.json, same size) would pass for the pipeline's.
+    """
+    problems = []
+    with contextlib.chdir(root):
+        for name in names:
+            outs = stages[name]["outs"]
+            records = [out for out in outs if out.startswith(f"{J.RECORDS}/")]
+            if len(records) == 1:  # a stage uqcal generated: its artifacts and its record
+                problems += J.check_outputs([out for out in outs if out not in records], records[0])
+    if problems:
+        shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
+        raise J.OutputsChangedError(
+            f"refusing to dvc commit: {len(problems)} output file(s) differ from what their job wrote:\n  {shown}\n"
+            "Nothing was committed. Restore them (`dvc checkout <file>`) or rerun their jobs "
+            "(`snakemake --forcerun <file>`), then commit again (`uqcal dvc-sync --commit`)."
+        )
 
 
 def commit_targets(stages: dict, done: list[str]) -> tuple[list[str], list[str]]:

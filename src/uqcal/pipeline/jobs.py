@@ -146,6 +146,18 @@ def inputs(config: dict, job: Job) -> list[str]:
     return found
 
 
+def local_files(config: dict, job: Job) -> list[str]:
+    """Files in the repository that a materialise job reads: a source's ``path`` (the csv and array sources).
+
+    Inputs like any other, by content: their sha256 is part of the job's identity (``build_spec``), and they
+    are data ``deps:`` of its DVC stage, so editing one reruns the dataset and everything built on it.
+    """
+    if job.rule != "materialise":
+        return []
+    path = config["datasets"][job.key[0]]["source"].get("path")
+    return [path] if isinstance(path, str) else []
+
+
 def _entry(family: str, method: str):
     from uqcal.methods.api import get_entry
 
@@ -181,24 +193,58 @@ def resources(config: dict, family: str, dataset: str, method: str) -> dict:
 
 # ------------------------------------------------------------------------------------------ parameters
 def param_keys(config: dict, job: Job, config_path: str) -> list[tuple[str, str]]:
-    """(params file, dotted key) pairs the job reads from the config files: its DVC stage's `params:`."""
+    """(params file, dotted key) pairs the job reads from the config files: its DVC stage's `params:`.
+
+    Only keys that change what the job computes: not the selectors that decide which jobs exist (a setting's
+    or a method's ``datasets``, a method's ``settings``), not another dataset's entry of a per-dataset table,
+    not a registry entry's report labels (``uqcal.pipeline.config.DISPLAY_KEYS``). So a config that selects
+    the same job differently (config/extended.yaml runs cv5_shuffled on every dataset) leaves it current.
+    """
     if job.rule == "materialise":
-        return [_registry_key(config, job.key[0], config_path)]
-    if job.rule == "split":
-        family, dataset, setting = job.key
-        keys = [f"families.{family}.split", f"families.{family}.seeds", f"families.{family}.settings.{setting}"]
-        return [_registry_key(config, dataset, config_path)] + _present(config_path, keys)
-    if job.rule == "train":
-        family, dataset, setting, method = job.key
-        keys = [f"families.{family}.methods.{method}", f"families.{family}.seeds", f"families.{family}.split",
-                f"families.{family}.settings.{setting}", "device", "torch_threads"]
-        return [_registry_key(config, dataset, config_path)] + _present(config_path, keys)
+        return _registry_keys(config, job.key[0], config_path)
+    if job.rule in ("split", "train"):
+        family, dataset, setting = job.key[:3]
+        fam = f"families.{family}"
+        keys = _entry_keys(config_path, f"{fam}.settings.{setting}", dataset, drop=("datasets",))
+        if not any(key.startswith(f"{fam}.settings.{setting}.seeds") for key in keys):
+            keys += [f"{fam}.seeds"]  # the family's count applies: the setting names none for this dataset
+        keys += [f"{fam}.split"]
+        if job.rule == "train":
+            keys += _entry_keys(config_path, f"{fam}.methods.{job.key[3]}", dataset, drop=("datasets", "settings"))
+            keys += ["device", "torch_threads"]
+        return _registry_keys(config, dataset, config_path) + _present(config_path, keys)
     if job.rule == "aggregate":
         family = job.key[0]
         return _present(config_path, [f"families.{family}.datasets", f"families.{family}.seeds",
                                       f"families.{family}.settings", f"families.{family}.methods"])
     # The report reads the whole config (families, methods, datasets, its own section) and the registry.
     return [(config_path, ""), *((path, "") for path in _registry_files(config))]
+
+
+def _entry_keys(path: str, prefix: str, dataset: str, drop: tuple[str, ...]) -> list[str]:
+    """The keys of a setting's or method's entry that a job on ``dataset`` reads: every key but ``drop``; of a
+    per-dataset table (``seeds: {dataset: n}``, ``per_dataset``), ``dataset``'s entry only."""
+    entry = _lookup(_yaml_file(path), prefix)
+    if not isinstance(entry, dict):  # missing (dropped by _present), empty (null) or a plain value
+        return [prefix]
+    keys = []
+    for name, value in entry.items():
+        if name in drop:
+            continue
+        if name in ("seeds", "per_dataset") and isinstance(value, dict):
+            keys += [f"{prefix}.{name}.{dataset}"] if dataset in value else []
+        else:
+            keys.append(f"{prefix}.{name}")
+    return keys
+
+
+def _registry_keys(config: dict, dataset: str, config_path: str) -> list[tuple[str, str]]:
+    """A dataset's registry entry, key by key, without the report's labels."""
+    from uqcal.pipeline.config import DISPLAY_KEYS
+
+    path, key = _registry_key(config, dataset, config_path)
+    entry = _lookup(_yaml_file(path), key)
+    return [(path, f"{key}.{name}") for name in entry if name not in DISPLAY_KEYS]
 
 
 def _registry_files(config: dict) -> list[str]:
@@ -387,10 +433,37 @@ def code_hashes(job: Job) -> dict[str, str]:
 # ------------------------------------------------------------------------------------------ specs
 def build_spec(config: dict, job: Job, config_path: str) -> dict:
     """What the job is made from, apart from its inputs' content (which the step reads when it runs)."""
-    params = {f"{path}:{key}": _value(path, key) for path, key in param_keys(config, job, config_path)}
+    params = {_param_name(path, key, config_path): _value(path, key)
+              for path, key in param_keys(config, job, config_path)}
     return {"rule": job.rule, "key": list(job.key), "config": config_path, "params": params,
-            "job": payload(config, job), "code": code_hashes(job),
+            "job": payload(config, job), "code": code_hashes(job), "files": file_hashes(local_files(config, job)),
             "upstream": [up.record_path for up in upstream(config, job)]}
+
+
+def file_hashes(paths: list[str]) -> dict[str, str | None]:
+    """{path: sha256} of local input files (None: missing, so that the file appearing changes the job)."""
+    hashes = {}
+    for rel in paths:
+        try:
+            stat = os.stat(rel)
+        except OSError:
+            hashes[rel] = None
+            continue
+        hashes[rel] = _source_sha256(Path(rel).resolve(), stat.st_mtime_ns, stat.st_size)
+    return hashes
+
+
+def _param_name(path: str, key: str, config_path: str) -> str:
+    """A parameter's name in a job's identity: its key, never the file it is read from.
+
+    The same keys and values are the same job whichever config file (or copy of one) holds them, so that a
+    config that includes the default's jobs (config/extended.yaml) reruns none of them; a registry entry is
+    ``datasets.<name>`` whether it sits in a registry file or inline in the config (DVC's ``params:`` still
+    name the file: DVC must know where to read them).
+    """
+    if path == config_path:
+        return key or "(config)"
+    return f"datasets.{key}" if key else f"(registry {path})"
 
 
 def _value(path: str, key: str):
@@ -408,7 +481,7 @@ def input_digests(record_paths: list[str]) -> dict[str, str | None]:
 
 
 def identity(spec: dict, inputs: dict) -> str:
-    made_of = {k: spec[k] for k in ("rule", "key", "params", "job", "code")}
+    made_of = {k: spec[k] for k in ("rule", "key", "params", "job", "code", "files")}
     return _digest({**made_of, "inputs": inputs})
 
 
@@ -442,7 +515,7 @@ def why_stale(job: Job, spec: dict) -> str | None:
     inputs = input_digests(spec["upstream"])
     if record.get("identity") == identity(spec, inputs):
         return None
-    for name in ("params", "job", "code", "inputs"):
+    for name in ("params", "job", "code", "files", "inputs"):
         before, now = record.get(name) or {}, spec.get(name) if name != "inputs" else inputs
         if before != now:
             if isinstance(before, dict) and isinstance(now, dict):
@@ -504,24 +577,83 @@ def load_spec(path: str | Path) -> tuple[Job, dict]:
 
 
 # ------------------------------------------------------------------------------------------ running a job
+class JobError(RuntimeError):
+    """A job cannot run, or its outputs cannot be committed, as things stand; the message says why and what to do."""
+
+
+class LockWaitTimeout(JobError):
+    """An earlier run's job still holds this job's lock after the longest wait allowed."""
+
+
+LOCK_WAIT_ENV = "UQCAL_LOCK_WAIT"
+LOCK_WAIT_SECONDS = 3600.0
+
+
+def lock_wait_seconds() -> float:
+    """How long a job waits for an earlier run's job writing the same outputs: ``UQCAL_LOCK_WAIT`` seconds."""
+    value = os.environ.get(LOCK_WAIT_ENV, "").strip()
+    try:
+        return float(value) if value else LOCK_WAIT_SECONDS
+    except ValueError:
+        raise JobError(f"{LOCK_WAIT_ENV}={value!r}: expected a number of seconds") from None
+
+
+def lock_holder(job: Job) -> str | None:
+    """The process id written in the job's lock while a process holds it; None when the lock is free."""
+    try:
+        fd = os.open(job.lock_path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _acquire(fh, job: Job, say) -> bool:
+    """Take the job's lock on ``fh``, waiting (at most lock_wait_seconds) for another holder; True if it waited."""
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        pass
+    fh.seek(0)
+    holder = fh.read().strip() or "?"
+    seconds = lock_wait_seconds()
+    say(f"{job.rule} {job.name}: waiting for process {holder}, an earlier run's job writing the same outputs "
+        f"({', '.join(outputs(job))}), for at most {seconds:.0f} s ({LOCK_WAIT_ENV} sets it)")
+    deadline = time.monotonic() + seconds
+    while True:
+        time.sleep(0.5)
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise LockWaitTimeout(
+                    f"{job.rule} {job.name}: process {holder} still writes {', '.join(outputs(job))} (it holds "
+                    f"{job.lock_path}) after {seconds:.0f} s; nothing was touched. It is an earlier run's job (a "
+                    f"killed Snakemake's jobs go on): let it finish, or `kill {holder}`, then run again; "
+                    f"{LOCK_WAIT_ENV}=<seconds> waits longer.") from None
+
+
 @contextlib.contextmanager
 def exclusive(job: Job) -> Iterator[None]:
-    """Hold the job's lock while it writes: a second writer of the same outputs waits for the first.
+    """Hold the job's lock while it writes: a second writer of the same outputs waits for the first (bounded).
 
-    A killed Snakemake leaves its jobs running; the next run's job for the same outputs then waits here
-    until the orphan has finished instead of writing beside it (README, "Reruns and crashes").
+    A killed Snakemake leaves its jobs running; a job of the next run for the same outputs then waits here
+    until the orphan has finished instead of writing beside it (README, "Reruns and crashes"). Snakemake's
+    own start waits earlier, before it deletes the outputs of a job it reruns (``await_earlier_job``).
     """
     path = Path(job.lock_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().strip() or "?"
-            LOG.warning("%s %s: waiting for process %s, an earlier run's job writing the same outputs",
-                        job.rule, job.name, holder)
-            fcntl.flock(fh, fcntl.LOCK_EX)
+        if _acquire(fh, job, LOG.warning):
             LOG.info("%s %s: the earlier job has finished; starting", job.rule, job.name)
         fh.seek(0)
         fh.truncate()
@@ -533,10 +665,105 @@ def exclusive(job: Job) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def await_earlier_job(config: dict, config_path: str, job: Job, dry_run: bool, say) -> None:
+    """Before Snakemake touches a job's outputs: wait (bounded) while an earlier run's job still writes them.
+
+    Snakemake deletes the outputs and the log of a job it is about to run before the job's process starts, so
+    the job's own lock (``exclusive``) comes too late to protect an orphan of a killed Snakemake. Called while
+    Snakemake builds its plan (the rules' input functions), this waits for the orphan instead, then rewrites the
+    job's spec from the record the orphan left. A dry run only says that a run would wait.
+    """
+    holder = lock_holder(job)
+    if holder is None:
+        return
+    if dry_run:
+        say(f"{job.rule} {job.name}: process {holder}, an earlier run's job, still writes its outputs; a run "
+            f"waits for it (at most {lock_wait_seconds():.0f} s) before it touches them")
+        return
+    with open(job.lock_path, "a+") as fh:
+        _acquire(fh, job, say)
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    say(f"{job.rule} {job.name}: the earlier job has finished")
+    refresh_specs(config, config_path, [job])
+
+
+def ancestry() -> list[int]:
+    """This process's parent and grandparent (Linux: /proc; [] elsewhere).
+
+    A job started by Snakemake or DVC runs under a shell that they started: when the tool is killed alone,
+    the shell is re-parented, and the job can tell that whoever started it is gone (``orphaned``).
+    """
+    found = [os.getppid()]
+    try:
+        with open(f"/proc/{found[0]}/stat") as fh:
+            found.append(int(fh.read().rpartition(")")[2].split()[1]))
+    except (OSError, ValueError, IndexError):
+        return []
+    return found
+
+
+def orphaned(started_under: list[int]) -> bool:
+    """True when the processes this job started under (``ancestry()`` then) are no longer its parents."""
+    return bool(started_under) and ancestry() != started_under
+
+
+class LogHistory:
+    """Every attempt at a Snakemake job in its log, each under a header, until an attempt completes.
+
+    Snakemake deletes a job's log before it runs the job again (after a crash, a kill, or for an orphan's
+    outputs), and the shell's ``2>> log`` then starts an empty file. The log therefore has a second, hidden name
+    (``.<log>.attempts``, a hard link): a new attempt finds the earlier ones there, carries on in the same file
+    and gives it back its name. A completed job drops the hidden name, so the next rerun starts a new log;
+    an orphaned job keeps it (its rerun follows).
+    """
+
+    def __init__(self, job: Job):
+        self.job = job
+        self.history: Path | None = None
+
+    def attach(self) -> None:
+        try:
+            stderr = os.fstat(2)
+            log = Path(os.readlink("/proc/self/fd/2"))
+        except OSError:
+            return  # stderr is not a file this process can name (a terminal, a pipe, not Linux)
+        if not log.is_absolute() or not log.is_file() or not os.path.samestat(log.stat(), stderr):
+            return
+        history = log.with_name(f".{log.name}.attempts")
+        try:
+            if history.exists() and not os.path.samestat(history.stat(), stderr):
+                sys.stderr.flush()
+                with open(history, "ab") as out, open(log, "rb") as fresh:
+                    out.write(fresh.read())  # what this attempt wrote before getting here
+                fd = os.open(history, os.O_WRONLY | os.O_APPEND)
+                os.dup2(fd, 2)
+                os.close(fd)
+                tmp = log.with_name(f".{log.name}.{os.getpid()}.tmp")
+                os.link(history, tmp)
+                os.replace(tmp, log)
+            elif not history.exists():
+                os.link(log, history)
+        except OSError as error:  # no hard links here: this attempt's log is its own
+            LOG.debug("log history unavailable: %s", error)
+            return
+        self.history = history
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        print(f"===== uqcal {self.job.rule} {self.job.name}: attempt started {stamp}, process {os.getpid()} =====",
+              file=sys.stderr, flush=True)
+
+    def completed(self) -> None:
+        if self.history is not None:
+            self.history.unlink(missing_ok=True)
+
+
 def output_files(job: Job) -> dict[str, list]:
     """{path: [size, sha256]} of every file the job's outputs hold (folders walked, bookkeeping skipped)."""
+    return files_of(outputs(job))
+
+
+def files_of(outs: list[str]) -> dict[str, list]:
     found = {}
-    for out in outputs(job):
+    for out in outs:
         paths = sorted(Path(out).rglob("*")) if Path(out).is_dir() else [Path(out)]
         for path in paths:
             if path.is_file() and path.name not in SKIPPED_FILES and not path.name.endswith(".tmp"):
@@ -544,12 +771,34 @@ def output_files(job: Job) -> dict[str, list]:
     return found
 
 
+class OutputsChangedError(JobError):
+    """Files a job wrote differ from what its record says it wrote (edited, added or removed afterwards)."""
+
+
+def check_outputs(outs: list[str], record_path: str) -> list[str]:
+    """How the files ``outs`` hold now differ from those the job's record lists (sha256 by sha256); [] if none."""
+    record = _read_json(record_path)
+    if record is None or not isinstance(record.get("outputs"), dict):
+        return [f"{record_path}: missing or unreadable, so nothing vouches for {', '.join(outs)}"]
+    recorded, found = record["outputs"], files_of(outs)
+    problems = []
+    for path in sorted(recorded.keys() | found.keys()):
+        if path not in found:
+            problems.append(f"{path}: missing (its job wrote it: {record_path})")
+        elif path not in recorded:
+            problems.append(f"{path}: not written by its job (not in {record_path})")
+        elif found[path][1] != recorded[path][1]:
+            problems.append(f"{path}: sha256 {found[path][1][:12]}... is not the {recorded[path][1][:12]}... its job "
+                            f"wrote ({record_path})")
+    return problems
+
+
 def write_record(job: Job, spec: dict, inputs: dict, started: float) -> dict:
     """Record what the finished job's outputs were made from (its spec and inputs) and what they hold."""
     from uqcal.core.io import write_json
 
     files = output_files(job)
-    record = {**{k: spec[k] for k in ("rule", "key", "config", "params", "job", "code")},
+    record = {**{k: spec[k] for k in ("rule", "key", "config", "params", "job", "code", "files")},
               "inputs": inputs, "identity": identity(spec, inputs), "outputs": files,
               "outputs_digest": _digest(files), "resources": resource_usage(started),
               "imported": imported_sources()}
@@ -594,13 +843,22 @@ def running(args, rule: str, key: tuple[str, ...], elsewhere: bool = False) -> I
         # (importing every family's methods costs seconds per stage); dvc-sync checked the whole config.
         families = None if rule == "report" else () if rule == "materialise" else key[:1]
         spec = build_spec(load_config(config_path, method_families=families), job, _relative(config_path))
+        # As a spec file gives it (write_spec, load_spec): the step sees the same job, key order included, from
+        # either tool, so that what it saves (a model's parameters in model.pt) is the same bytes.
+        spec = json.loads(json.dumps(spec, sort_keys=True))
     if elsewhere or (args.results_dir, args.data_dir) != ("results", "data"):
         yield spec
         return
+    started_under = ancestry()
+    log = LogHistory(job)
+    if getattr(args, "spec", None):  # a Snakemake job: its stderr is its log
+        log.attach()
     with exclusive(job):
         inputs = input_digests(spec["upstream"])  # read as the job starts: upstream jobs may have just rerun
         yield spec
         write_record(job, spec, inputs, getattr(args, "started", time.perf_counter()))
+    if not orphaned(started_under):  # an orphan's rerun follows: its log carries on under the next header
+        log.completed()
 
 
 def _relative(path: str) -> str:

@@ -52,9 +52,11 @@ def _single_seed_job(args) -> dict:
 
 
 def _train_seeds(args, jobs: list[dict]) -> None:
-    from uqcal.core.resume import ResumeStore
+    from uqcal.core.resume import RESUME_DIR, ResumeStore
     from uqcal.pipeline.config import job_digest
+    from uqcal.pipeline.jobs import ancestry, orphaned
 
+    started_under = ancestry()
     stores = []
     for one in jobs:
         run_dir = Path(args.results_dir) / one["family"] / one["dataset"] / one["setting"] / one["method"]
@@ -70,6 +72,12 @@ def _train_seeds(args, jobs: list[dict]) -> None:
         if not args.no_evaluate:
             evaluate_one(ctx, method)
             store.keep(run_dir)
+    if orphaned(started_under):
+        # Snakemake (or DVC) was killed alone: it will run this job again, and has deleted, or will delete, its
+        # outputs first. The finished seeds stay where that rerun restores them from.
+        LOG.warning("the process that started this job is gone: the finished seeds stay in %s/%s for its rerun",
+                    args.results_dir, RESUME_DIR)
+        return
     for store in stores:  # the whole batch is done: nothing left to resume
         store.clear()
 
