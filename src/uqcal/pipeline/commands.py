@@ -28,7 +28,6 @@ def dvc_sync(args) -> int:
 
 def validate_config(args) -> int:
     from uqcal.pipeline.config import iter_runs, load_config
-
     from uqcal.pipeline.report.build import load_spec
     from uqcal.pipeline.report.claim_runs import claim_runs_problems
 
