@@ -180,6 +180,23 @@ def _row(claim, ctx, label, dataset, setting, d, test, direction, accept, compar
                     None if d is None else len(d), runs, n80)
 
 
+def _paired_runs(ctx: ClaimContext, check: dict, per_seed: dict, label: str, dataset: str, setting, metric: str,
+                 a: str, b: str, declared: int | None, skipped: list[str]):
+    """a's and b's values on the row's declared seeds, (va, vb, seeds); None where the row is not run, where the
+    paper does not claim it (``paper_rows``) or where it lacks the declared runs (both listed in ``skipped``)."""
+    runs_a, runs_b = per_seed.get((dataset, str(setting), a), {}), per_seed.get((dataset, str(setting), b), {})
+    if not runs_a or not runs_b:
+        return None
+    if _not_claimed_by_paper(ctx, check, dataset, setting, metric, a, b):
+        skipped.append(f"{label}: the paper does not mark this difference (its 1-std intervals overlap)")
+        return None
+    seeds, why = declared_seeds([runs_a, runs_b], declared)
+    if seeds is None:
+        skipped.append(f"{label}: {why}")
+        return None
+    return np.array([runs_a[s] for s in seeds]), np.array([runs_b[s] for s in seeds]), seeds
+
+
 def _compare(claim: dict, ctx: ClaimContext, greater: bool) -> ClaimResult:
     check = claim["check"]
     test, alpha = check.get("test", "ttest"), float(check.get("alpha", R.ALPHA))
@@ -196,18 +213,10 @@ def _compare(claim: dict, ctx: ClaimContext, greater: bool) -> ClaimResult:
         for a, b in pairs:
             for dataset, setting in wide.index:
                 label = f"{dataset} / {setting}" + (f": {a} vs {b}, {metric}" if named else "")
-                runs_a = per_seed.get((dataset, str(setting), a), {})
-                runs_b = per_seed.get((dataset, str(setting), b), {})
-                if not runs_a or not runs_b:
+                paired = _paired_runs(ctx, check, per_seed, label, dataset, setting, metric, a, b, declared, skipped)
+                if paired is None:
                     continue
-                if _not_claimed_by_paper(ctx, check, dataset, setting, metric, a, b):
-                    skipped.append(f"{label}: the paper does not mark this difference (its 1-std intervals overlap)")
-                    continue
-                seeds, why = declared_seeds([runs_a, runs_b], declared)
-                if seeds is None:
-                    skipped.append(f"{label}: {why}")
-                    continue
-                va, vb = np.array([runs_a[s] for s in seeds]), np.array([runs_b[s] for s in seeds])
+                va, vb, seeds = paired
                 paper = _paper_test(ctx, check, dataset, setting, metric, a, b)
                 describe = f"{metric}({a}) {fmt(va.mean())} vs {metric}({b}) {fmt(vb.mean())}, n = {len(seeds)}"
                 evidence.append(_row(claim, ctx, label, dataset, setting, va - vb, test, direction, accept,
@@ -237,17 +246,13 @@ def check_fold_blocked_compare(claim: dict, ctx: ClaimContext) -> ClaimResult:
     evidence, skipped = [], []
     for dataset, setting in wide.index:
         label = f"{dataset} / {setting}"
-        runs_a, runs_b = per_seed.get((dataset, str(setting), a), {}), per_seed.get((dataset, str(setting), b), {})
-        if not runs_a or not runs_b:
+        paired = _paired_runs(ctx, check, per_seed, label, dataset, setting, metric, a, b, declared, skipped)
+        if paired is None:
             continue
-        if _not_claimed_by_paper(ctx, check, dataset, setting, metric, a, b):
-            skipped.append(f"{label}: the paper does not mark this difference (its 1-std intervals overlap)")
+        va, vb, seeds = paired
+        if len(seeds) <= folds:
+            skipped.append(f"{label}: {len(seeds)} runs over {folds} folds (the test needs repeats)")
             continue
-        seeds, why = declared_seeds([runs_a, runs_b], declared)
-        if seeds is None or len(seeds) <= folds:
-            skipped.append(f"{label}: {why or f'{len(seeds)} runs over {folds} folds (the test needs repeats)'}")
-            continue
-        va, vb = np.array([runs_a[s] for s in seeds]), np.array([runs_b[s] for s in seeds])
         d = va - vb
         res = fold_blocked_test(dict(zip(seeds, d, strict=True)), folds, alpha)
         p = res["p_two"] if res["se"] > 0 else _sign_test_p(d)
