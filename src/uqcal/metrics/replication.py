@@ -11,6 +11,8 @@ signed differences ``a - b``; a claim's ``direction`` is -1 when it says a < b a
   and the one-sided test of ours against it.
 - :func:`noninferiority_pvalues`: the one-sided tests of a margin (Lakens 2017); two of them at -margin and
   +margin are TOST.
+- Runs for 80 % power at the *paper's* effect: ``uqcal.metrics.stats.runs_for_power`` (never at our own observed
+  effect, which adds nothing to the p-value: Hoenig & Heisey 2001).
 - :func:`row_verdict` and :func:`combine_verdicts`: the verdicts, in the order of precedence of the reference.
 """
 
@@ -145,22 +147,6 @@ def two_sided_pvalue(estimate: float, se: float, df: float | None) -> float:
         return 1.0 if estimate == 0 else 0.0
     t_stat = abs(estimate) / se
     return float(2 * (stats.norm.sf(t_stat) if df is None or not math.isfinite(df) else stats.t.sf(t_stat, df)))
-
-
-def runs_for_80_power(paper_effect: float, sd: float, alpha: float = ALPHA, blocks: int = 1,
-                      efficiency: float = 1.0) -> float | None:
-    """Runs a paired t-test needs for 80 % power at the *paper's* effect given our scatter ``sd`` of the paired
-    differences (noncentral t; ``blocks`` > 1: the fold-blocked test, df = n - blocks; ``efficiency`` < 1 for a
-    Wilcoxon test). Power at our own observed effect is never reported: it adds nothing to the p-value (Hoenig &
-    Heisey 2001). None when the paper's effect is zero or unknown."""
-    from uqcal.metrics.stats import pairs_for_power
-
-    if paper_effect is None or paper_effect == 0 or not math.isfinite(paper_effect) or sd is None:
-        return None
-    if sd == 0:
-        return float(blocks + 1)
-    needed = pairs_for_power(paper_effect / sd, alpha, blocks=blocks) / efficiency
-    return float(math.ceil(needed)) if math.isfinite(needed) else needed
 
 
 @dataclass(frozen=True)

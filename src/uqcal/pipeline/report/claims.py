@@ -31,7 +31,7 @@ import numpy as np
 from scipy import stats
 
 from uqcal.metrics import replication as R
-from uqcal.metrics.stats import WILCOXON_ARE, fold_blocked_test, logrank_pvalue, paired_pvalue
+from uqcal.metrics.stats import fold_blocked_test, logrank_pvalue, paired_pvalue, runs_for_power
 from uqcal.pipeline.report.episode_claims import check_episode_paired
 from uqcal.pipeline.report.tables import fmt
 from uqcal.pipeline.report.verdicts import (
@@ -169,7 +169,7 @@ def _row(claim, ctx, label, dataset, setting, d, test, direction, accept, compar
     sd = se * math.sqrt(len(d)) if d is not None else None
     n80 = None  # runs for 80 % power at the paper's effect: a superiority row's question only
     if paper_est is not None and hypothesis == "superiority":
-        n80 = R.runs_for_80_power(paper_est, sd, blocks=blocks, efficiency=WILCOXON_ARE if test == "wilcoxon" else 1.0)
+        n80 = runs_for_power(paper_est, sd, test=test, blocks=blocks)
     parts = [describe, f"diff {fmt(estimate)} ± {fmt(se)} (se), {test_name} p = {fmt(p)}"
              + (f" ({margin_text}: {hypothesis})" if margin_text else "") + (f"; {note}" if note else "")]
     if paper is not None:

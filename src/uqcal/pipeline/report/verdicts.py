@@ -21,6 +21,7 @@ import pandas as pd
 from uqcal.metrics import replication as R
 from uqcal.metrics.stats import holm_adjust
 from uqcal.pipeline.reference import DatasetRelation, Reference
+from uqcal.pipeline.report.tables import fmt
 
 VERDICTS = R.VERDICTS
 NOT_RUN = R.NOT_RUN
@@ -167,13 +168,9 @@ def margin_for(claim: dict, ctx: ClaimContext, comparator_mean: float) -> tuple[
         raise ValueError(f"a 'not worse' / 'best or tied' claim needs a margin: add margins.{claim['id']} "
                          f"(margin or relative, and its reason) to config/reference/{ctx.family}.yaml")
     if "margin" in spec:
-        return float(spec["margin"]), f"margin {_fmt(float(spec['margin']))}"
+        return float(spec["margin"]), f"margin {fmt(float(spec['margin']))}"
     relative = float(spec["relative"])
-    return relative * abs(comparator_mean), f"margin {relative:.0%} of {_fmt(comparator_mean)}"
-
-
-def _fmt(value: float) -> str:
-    return f"{value:.4g}"
+    return relative * abs(comparator_mean), f"margin {relative:.0%} of {fmt(comparator_mean)}"
 
 
 def declared_seeds(seed_sets: list, declared: int | None, minimum: int = 2) -> tuple[list[int] | None, str]:
