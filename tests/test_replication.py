@@ -176,3 +176,11 @@ def test_a_two_se_bias_is_contradicted_at_the_designed_power():
     power = R.prediction_interval_power(bias, 1.0, 1.0)
     tolerance = 4 * math.sqrt(power * (1 - power) / 8000)
     assert np.mean(np.array(matches) == R.CONTRADICTED) == pytest.approx(power, abs=tolerance)
+
+
+def test_sign_tests_by_hand():
+    # five equal positive differences: 2 / 2^5 two-sided, 1 / 2^5 for "x > 0", 1 for "x < 0"
+    assert R.sign_test_pvalues([0.3] * 5) == pytest.approx((0.0625, 0.03125, 1.0))
+    assert R.sign_test_pvalues([0.0, 0.0]) == (1.0, 1.0, 1.0)
+    # zeros dropped: 2 of 3 positive; P(K >= 2) = 4 / 8, P(K <= 2) = 7 / 8
+    assert R.sign_test_pvalues([1.0, -1.0, 2.0, 0.0]) == pytest.approx((1.0, 0.5, 0.875))

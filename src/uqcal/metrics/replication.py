@@ -281,13 +281,13 @@ def combine_verdicts(verdicts: list[str], scope) -> str:
     return CONSISTENT
 
 
-def constant_difference_pvalue(d: np.ndarray) -> float:
-    """The exact two-sided sign-test p of n paired differences that are all equal and non-zero: 2 / 2^n. The paired
-    t-test is undefined there (no spread); this is what the sign and Wilcoxon signed-rank tests give, and it falls
-    with n instead of being 0 at any n."""
-    d = np.asarray(d, float)
-    if d.size == 0 or not np.all(d == d[0]):
-        raise ValueError("constant_difference_pvalue: expects equal paired differences")
-    if d[0] == 0:
-        return 1.0
-    return float(min(1.0, 2.0 * 0.5 ** d.size))
+def sign_test_pvalues(x) -> tuple[float, float, float]:
+    """Exact sign tests of ``x`` (zeros dropped): (two-sided p, p of H1 "x > 0", p of H1 "x < 0"); (1, 1, 1) when
+    every value is zero. Where paired differences have no spread the t-test is undefined; what remains is how many
+    runs went each way: n equal non-zero differences give 2 / 2^n two-sided, never 0 at any n."""
+    x = np.asarray(x, float)
+    nonzero = x[x != 0]
+    if nonzero.size == 0:
+        return 1.0, 1.0, 1.0
+    k, n = int((nonzero > 0).sum()), int(nonzero.size)
+    return tuple(float(stats.binomtest(k, n, alternative=side).pvalue) for side in ("two-sided", "greater", "less"))

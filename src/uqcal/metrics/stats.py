@@ -7,10 +7,10 @@ How the papers mark their tables:
   entries significantly better than all others under at least one test -> :func:`significantly_best`.
 - RIO (Table 2): Spearman correlation between RMSE and noise variance -> :func:`spearman`.
 
-Claims (``uqcal.pipeline.report.claims``) compare two methods row by row with :func:`paired_comparison`: a paired
-test over shared seeds, a three-way outcome (better / tie / worse at level alpha), a confidence interval on
-the mean difference and the test's power (minimum detectable effect at 80 % power, pairs needed for the
-observed effect). Rows combine with :func:`stouffer` (one-sided p-values, equal weights).
+:func:`paired_comparison` compares two methods over shared seeds: a paired test, a three-way outcome (better /
+tie / worse at level alpha), a confidence interval on the mean difference and the test's power (benchmarks/ use
+it). The report's claims decide with ``uqcal.metrics.replication`` and take from here the tests themselves, the
+fold-blocked test, Holm's adjustment and :func:`runs_for_power` (runs for 80 % power at the paper's effect).
 """
 
 from __future__ import annotations

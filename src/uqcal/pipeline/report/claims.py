@@ -70,26 +70,6 @@ def _accept(check: dict) -> str:
     return accept
 
 
-def _sign_test_p(d: np.ndarray) -> float:
-    """Exact two-sided sign test: where the differences have no spread (the t-test is undefined), what remains is
-    how many runs went each way; all equal and non-zero gives 2 / 2^n, never 0."""
-    nonzero = d[d != 0]
-    if nonzero.size == 0:
-        return 1.0
-    return float(stats.binomtest(int((nonzero > 0).sum()), int(nonzero.size)).pvalue)
-
-
-def _sign_test_one_sided(x: np.ndarray) -> tuple[float, float]:
-    """Exact one-sided sign tests of ``x``: (p of H1 "x > 0", p of H1 "x < 0"), zeros dropped; (1, 1) when all
-    are zero."""
-    nonzero = x[x != 0]
-    if nonzero.size == 0:
-        return 1.0, 1.0
-    k, n = int((nonzero > 0).sum()), int(nonzero.size)
-    return (float(stats.binomtest(k, n, alternative="greater").pvalue),
-            float(stats.binomtest(k, n, alternative="less").pvalue))
-
-
 def paired_numbers(d: np.ndarray, test: str) -> tuple[float, float, float, float, str]:
     """(estimate, se, df, two-sided p, note) of paired differences ``d``: t (or Wilcoxon) p; a difference without
     spread is reported as identical or constant, with the sign test's p."""
@@ -97,7 +77,7 @@ def paired_numbers(d: np.ndarray, test: str) -> tuple[float, float, float, float
     mean, sd = float(d.mean()), float(d.std(ddof=1))
     if sd == 0 or np.allclose(d, d[0], rtol=1e-12, atol=0.0):
         note = "identical in every run" if d[0] == 0 else "the same difference in every run (sign test)"
-        return mean, 0.0, n - 1, _sign_test_p(d), note
+        return mean, 0.0, n - 1, R.sign_test_pvalues(d)[0], note
     se = sd / math.sqrt(n)
     # the t-test's p from the row's own numbers (stats.paired_pvalue calls differences below 1e-8 in absolute value
     # identical, p = 1, whatever the metric's scale)
@@ -156,10 +136,10 @@ def _row(claim, ctx, label, dataset, setting, d, test, direction, accept, compar
         # No spread: the t-based tests would give p = 0 at any n; the exact one-sided sign tests of the
         # differences shifted by the margin give 1 / 2^n where every run is inside it.
         if hypothesis == "noninferiority":
-            p, p_against = _sign_test_one_sided(direction * np.asarray(d, float) + margin)
+            p, p_against = R.sign_test_pvalues(direction * np.asarray(d, float) + margin)[1:]
         else:
-            (p_low, beyond_low), (p_high, beyond_high) = (_sign_test_one_sided(np.asarray(d, float) + margin),
-                                                          _sign_test_one_sided(margin - np.asarray(d, float)))
+            (p_low, beyond_low), (p_high, beyond_high) = (R.sign_test_pvalues(np.asarray(d, float) + margin)[1:],
+                                                          R.sign_test_pvalues(margin - np.asarray(d, float))[1:])
             p, p_against = max(p_low, p_high), min(beyond_low, beyond_high)
         note = note or "no spread (sign test)"
     paper_est = None if paper is None else paper.mean
@@ -255,7 +235,7 @@ def check_fold_blocked_compare(claim: dict, ctx: ClaimContext) -> ClaimResult:
             continue
         d = va - vb
         res = fold_blocked_test(dict(zip(seeds, d, strict=True)), folds, alpha)
-        p = res["p_two"] if res["se"] > 0 else _sign_test_p(d)
+        p = res["p_two"] if res["se"] > 0 else R.sign_test_pvalues(d)[0]
         note = "" if res["se"] > 0 else "no spread within folds (sign test)"
         paper = _paper_test(ctx, check, dataset, setting, metric, a, b)
         describe = f"{metric}({a}) {fmt(va.mean())} vs {metric}({b}) {fmt(vb.mean())}, n = {len(seeds)}"
@@ -422,7 +402,7 @@ def check_monotone(claim: dict, ctx: ClaimContext) -> ClaimResult:
             vx, vy = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
             se = math.sqrt(vx + vy)
             df = (vx + vy) ** 2 / (vx**2 / (x.size - 1) + vy**2 / (y.size - 1)) if se > 0 else x.size + y.size - 2
-            p = float(stats.ttest_ind(x, y, equal_var=False).pvalue) if se > 0 else _sign_test_p(x - y)
+            p = float(stats.ttest_ind(x, y, equal_var=False).pvalue) if se > 0 else R.sign_test_pvalues(x - y)[0]
             row_test = R.RowTest("superiority", float(x.mean() - y.mean()), se, df, p, direction)
             detail = (f"{metric}({method}) {fmt(y.mean())} at {before} → {fmt(x.mean())} at {after}; diff "
                       f"{fmt(x.mean() - y.mean())} ± {fmt(se)} (se), Welch t p = {fmt(p)}")

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from uqcal.metrics.replication import constant_difference_pvalue
+from uqcal.metrics.replication import sign_test_pvalues
 from uqcal.metrics.stats import episode_ttest_pvalue
 from uqcal.pipeline.report.results import load_predictions
 from uqcal.pipeline.report.verdicts import Evidence, _filter, declared_seeds, finish, margin_for
@@ -89,7 +89,7 @@ def compare(ta: pd.DataFrame, tb: pd.DataFrame, metric: str, alpha: float, n_boo
         mean_a, mean_b = float(va.mean()), float(vb.mean())
         se = float(diff.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
         # the same difference on every episode has no spread: the sign test's 2 / 2^n (1 when all are zero), not 0
-        p = (constant_difference_pvalue(np.full(n, diff[0])) if n and np.allclose(diff, diff[0], rtol=1e-12, atol=0.0)
+        p = (sign_test_pvalues(diff)[0] if n and np.allclose(diff, diff[0], rtol=1e-12, atol=0.0)
              else episode_ttest_pvalue(va, vb))
         test = f"paired t-test over {n} episodes"
     else:
