@@ -54,12 +54,17 @@ HOOKS = {"materialise": "uqcal.data:materialise", "split": "uqcal.data.splits:ma
 
 
 def job_argv(config: dict, config_path: str, rule: str, key: tuple, workdir: Path, new_code: bool) -> list[str]:
-    """The command line Snakemake gives the job: --spec FILE (uqcal.pipeline.jobs) or --job JSON (before it)."""
+    """The command line Snakemake gives the job: --spec FILE (uqcal.pipeline.identity.build_spec) or --job JSON
+    (before specs)."""
     if new_code:
-        from uqcal.pipeline import jobs as J
+        try:
+            from uqcal.pipeline.identity import build_spec
+            from uqcal.pipeline.plan import Job
+        except ImportError:  # --src of a revision before jobs.py was split (issue 38)
+            from uqcal.pipeline.jobs import Job, build_spec
 
-        job = J.Job(rule, key)
-        spec = J.build_spec(config, job, config_path)
+        job = Job(rule, key)
+        spec = build_spec(config, job, config_path)
         path = workdir / f"{job.stage}.json"
         path.write_text(json.dumps(spec))
         extra = ["--jobs", "1"] if rule == "report" else []
@@ -99,7 +104,7 @@ def main() -> int:
     from uqcal.methods.api import get_entry
     from uqcal.pipeline.config import iter_batches, load_config
 
-    new_code = (args.src / "uqcal/pipeline/jobs.py").exists()
+    new_code = any((args.src / "uqcal/pipeline" / name).exists() for name in ("identity.py", "jobs.py"))
     config = load_config(args.config)
     kinds: Counter = Counter()
     examples: dict[str, tuple[str, tuple]] = {}

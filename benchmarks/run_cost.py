@@ -1,7 +1,7 @@
 """Where a finished run's CPU went: each job's own account, by family, from its records (`.uqcal/records`).
 
 Every pipeline step writes a record with its process's CPU seconds, wall seconds and peak memory
-(`uqcal.pipeline.jobs.resource_usage`). This sums them per rule and train family, lists the costliest
+(`uqcal.pipeline.records.resource_usage`). This sums them per rule and train family, lists the costliest
 jobs, and gives the lower bound on the wall time they allow on `--cores` cores (all cores always busy).
 With a second checkout, it prints both side by side (e.g. the same config on two days, or before and after
 a change): how docs/ARCHITECTURE.md's "Default-run budget" tables are made.

@@ -260,7 +260,7 @@ def test_a_dataset_added_through_config_alone_joins_the_arena():
     """No code change: a user `datasets:` entry (and a registry entry) named under families.arena.datasets
     yields its split, every method's train jobs and a row in the report's plan."""
     from uqcal.pipeline.config import iter_batches, prepare_config
-    from uqcal.pipeline.jobs import Job, plan
+    from uqcal.pipeline.plan import Job, plan
 
     raw = yaml.safe_load((REPO / "config/arena.yaml").read_text())
     config = copy.deepcopy(raw)

@@ -51,7 +51,7 @@ def test_a_cluster_profile_given_as_profile_is_refused_naming_the_right_command(
 @pytest.mark.parametrize("family", ["metareg", "rio", "qr"])  # paper.yaml runs no fewshot `uniform`
 def test_reference_predictors_ask_for_small_resources_on_the_paper_config(family):
     from uqcal.methods.api import REFERENCE_RESOURCES
-    from uqcal.pipeline.jobs import plan, resources
+    from uqcal.pipeline.plan import plan, resources
 
     config = load_config(REPO / "config/paper.yaml")
     reference = "marginal"
@@ -69,7 +69,7 @@ def test_reference_predictors_ask_for_small_resources_on_the_paper_config(family
 
 
 def test_a_per_method_override_still_wins_over_the_reference_resources():
-    from uqcal.pipeline.jobs import resources
+    from uqcal.pipeline.plan import resources
 
     config = load_config(REPO / "config/paper.yaml")
     config["families"]["rio"]["resources"]["per_method"] = {"marginal": {"mem_mb": 12345}}

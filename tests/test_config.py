@@ -274,7 +274,7 @@ def test_paper_config_requests_gpus_for_the_learners_only():
     # on the CNN objectives; the cpu_only methods (the references, qr's isotonic recalibration of a saved
     # run) never ask, whatever their family says. gpu > 0 is what the SLURM profile turns into --gpus.
     from uqcal.methods.api import get_entry
-    from uqcal.pipeline.jobs import plan, resources
+    from uqcal.pipeline.plan import plan, resources
 
     config = load_config(REPO / "config" / "paper.yaml")
     asked: dict[tuple[str, bool], set[str]] = {}

@@ -3,7 +3,7 @@ content, never the name of the config file that holds them.
 
 A run is simulated without training: each job of the plan, upstream first, writes outputs whose content is a
 function of its identity (as a real job's outputs are of what it is made from) and leaves its record
-(uqcal.pipeline.jobs.write_record). The Snakefile's start-up check (refresh_specs) on another config then says
+(uqcal.pipeline.records.write_record). The Snakefile's start-up check (refresh_specs) on another config then says
 which of those jobs it would rerun.
 """
 
@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from uqcal.pipeline import jobs as J
+from uqcal.pipeline import plan as P
+from uqcal.pipeline import records as R
 from uqcal.pipeline.config import load_config
+from uqcal.pipeline.identity import build_spec, identity
 
 
 @pytest.fixture
@@ -28,18 +30,18 @@ def workspace(tmp_path, monkeypatch) -> Path:
     return tmp_path
 
 
-def simulate_run(config_path: str) -> list[J.Job]:
+def simulate_run(config_path: str) -> list[P.Job]:
     config = load_config(config_path)
-    plan = J.plan(config)
+    plan = P.plan(config)
     for job in plan:
-        spec = J.build_spec(config, job, config_path)
-        inputs = J.input_digests(spec["upstream"])
-        made_of = J.identity(spec, inputs)
-        for out in J.outputs(job):
+        spec = build_spec(config, job, config_path)
+        inputs = R.input_digests(spec["upstream"])
+        made_of = identity(spec, inputs)
+        for out in P.outputs(job):
             path = Path(out) / "made.json" if job.rule in ("split", "train", "report") else Path(out)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(made_of)
-        J.write_record(job, spec, inputs, time.perf_counter())
+        R.write_record(job, spec, inputs, time.perf_counter())
     return plan
 
 
@@ -47,8 +49,8 @@ def test_the_extended_config_reruns_none_of_the_default_runs_jobs(workspace):
     # README and extended.yaml's header: "after `make reproduce` it trains only what is new".
     default = simulate_run("config/config.yaml")
     extended = load_config("config/extended.yaml")
-    stale = J.refresh_specs(extended, "config/extended.yaml")
-    shared = set(default) & set(J.plan(extended))
+    stale = R.refresh_specs(extended, "config/extended.yaml")
+    shared = set(default) & set(P.plan(extended))
     trained = {job for job in default if job.rule == "train"}
     assert len(trained) > 50 and trained <= shared  # extended.yaml holds every train job of the default
     rerun = {f"{job.rule} {job.name}: {why}" for job, why in stale.items() if job.rule in ("materialise", "split", "train")}
@@ -60,6 +62,6 @@ def test_an_identical_config_under_another_name_reruns_nothing(workspace):
     plan = simulate_run("config/smoke.yaml")
     shutil.copy("config/smoke.yaml", "config/smoke-copy.yaml")
     copy = load_config("config/smoke-copy.yaml")
-    assert J.plan(copy) == plan
-    assert J.refresh_specs(copy, "config/smoke-copy.yaml") == {}
-    assert all(J.why_stale(job, J.build_spec(copy, job, "config/smoke-copy.yaml")) is None for job in plan)
+    assert P.plan(copy) == plan
+    assert R.refresh_specs(copy, "config/smoke-copy.yaml") == {}
+    assert all(R.why_stale(job, build_spec(copy, job, "config/smoke-copy.yaml")) is None for job in plan)

@@ -13,9 +13,10 @@ import pytest
 import yaml
 
 from tests.conftest import BIN, REPO, copy_repo, run, snakemake
-from uqcal.pipeline import jobs as J
 from uqcal.pipeline.config import load_config
 from uqcal.pipeline.dvc import build_dvc_yaml
+from uqcal.pipeline.identity import build_spec, identity
+from uqcal.pipeline.plan import Job, local_files
 
 CONFIG = "config/table.yaml"
 TARGET = "data/raw/table.parquet"
@@ -69,10 +70,10 @@ def test_an_array_source_file_is_in_the_jobs_identity_and_its_dvc_deps(tmp_path,
     np.save(tmp_path / "grid.npy", np.arange(60.0).reshape(20, 3))
     _table_config(tmp_path, {"type": "array", "path": "grid.npy", "layout": "table", "columns": ["x1", "x2", "y"]})
     config = load_config(CONFIG)
-    job = J.Job("materialise", ("table",))
-    assert J.local_files(config, job) == ["grid.npy"]
-    before = J.build_spec(config, job, CONFIG)
+    job = Job("materialise", ("table",))
+    assert local_files(config, job) == ["grid.npy"]
+    before = build_spec(config, job, CONFIG)
     np.save(tmp_path / "grid.npy", 100 * np.arange(60.0).reshape(20, 3))
-    after = J.build_spec(config, job, CONFIG)
-    assert before["files"] != after["files"] and J.identity(before, {}) != J.identity(after, {})
+    after = build_spec(config, job, CONFIG)
+    assert before["files"] != after["files"] and identity(before, {}) != identity(after, {})
     assert "grid.npy" in build_dvc_yaml(config, CONFIG)["stages"]["materialise-table"]["deps"]

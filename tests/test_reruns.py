@@ -4,7 +4,7 @@ One test per scenario of issue 21's table, on the smoke config. Each works on it
 smoke run (results, records, DVC cache and Snakemake metadata included) and asserts the exact set of jobs
 Snakemake plans, the stages DVC reports as changed (their downstream stages, read off dvc.yaml, are what
 `dvc repro` then runs), and that both equal the set expected from the config and the code independently
-of uqcal.pipeline.jobs (the registry's `depends_on`, and which modules a job's process imports when it runs).
+of uqcal.pipeline.identity (the registry's `depends_on`, and which modules a job's process imports when it runs).
 """
 
 from __future__ import annotations
@@ -120,8 +120,8 @@ def with_dependants(root: Path, family: str, methods: set[str]) -> set[str]:
 
 def importers(root: Path, family: str, module: str) -> set[str]:
     """Methods of ``family`` whose train process imported ``module`` in the smoke run: what each job's record
-    says its process had in sys.modules at the end (uqcal.pipeline.jobs.imported_sources), not what uqcal.pipeline.jobs reads
-    off the source."""
+    says its process had in sys.modules at the end (uqcal.pipeline.records.imported_sources), not what
+    uqcal.pipeline.identity reads off the source."""
     path = "src/" + module.replace(".", "/") + ".py"
     found = set()
     for record in (root / ".uqcal/records/train" / family).rglob("*.json"):
@@ -206,7 +206,7 @@ def test_a_code_change_reruns_every_job_whose_process_imports_the_module(smoke_r
     assert {job for job in plan if job.startswith("train ")} == expected
     assert {job for job in dvc_downstream(root, changed) if job.startswith("train ")} == expected
     assert downstream_of(expected, touched) <= plan
-    # Both tools see the same jobs; bookkeeping steps whose step module can import it (uqcal.pipeline.jobs counts every
+    # Both tools see the same jobs; bookkeeping steps whose step module can import it (uqcal.pipeline.identity counts every
     # import its step module or the modules it imports can make) are stale for both.
     assert plan == dvc_downstream(root, changed)
 
@@ -258,7 +258,7 @@ def test_an_identical_split_made_again_leaves_every_job_current(smoke_run, tmp_p
 
 
 def test_every_source_file_a_job_imported_is_in_its_code(smoke_run):
-    # uqcal.pipeline.jobs reads each job's code off the source (its step's static import closure); the records say what
+    # uqcal.pipeline.identity reads each job's code off the source (its step's static import closure); the records say what
     # each job's process really imported. A file imported but not in `code` would be a dependency neither
     # Snakemake nor DVC sees.
     records = list((smoke_run / ".uqcal/records").rglob("*.json"))

@@ -14,7 +14,7 @@ __all__ = ["__version__"]
 
 # Modules of the library API that moved when the source tree became its layers (issue 22). The old paths
 # still import (the same module object, with a DeprecationWarning), submodules included: uqcal.gp.linalg.
-# Relative to the package (full "uqcal.x" strings would count as imports: uqcal.pipeline.jobs.source_files).
+# Relative to the package (full "uqcal.x" strings would count as imports: uqcal.pipeline.identity.source_files).
 MOVED = {
     "calibration": "core.calibration",
     "calibration_gmm": "methods.metareg.gmm_cdf",

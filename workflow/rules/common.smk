@@ -1,10 +1,13 @@
-# Shared set-up: validate the config, build the run plan, and write each job's spec (uqcal.pipeline.jobs).
+# Shared set-up: validate the config, build the run plan (uqcal.pipeline.plan), and write each job's spec
+# (uqcal.pipeline.records).
 from functools import cache
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from uqcal.pipeline import jobs as J
+from uqcal.pipeline import locks as L
+from uqcal.pipeline import plan as P
+from uqcal.pipeline import records as R
 from uqcal.pipeline.config import ConfigError, prepare_config
 
 CONFIG_FILE = (
@@ -19,27 +22,27 @@ except ConfigError as exc:
     raise WorkflowError(f"invalid configuration in {CONFIG_FILE}: {exc}")
 
 FAMILY_NAMES = list(UQ["families"])
-PLAN = J.plan(UQ)
+PLAN = P.plan(UQ)
 JOBS = {(job.rule, job.key): job for job in PLAN}
 
 # Who decides what is stale (docs/ARCHITECTURE.md): each job's record against what the job is made from
-# now (uqcal.pipeline.jobs). A stale job's spec is dated now; current specs and records are dated 1970 and data
+# now (uqcal.pipeline.records). A stale job's spec is dated now; current specs and records are dated 1970 and data
 # inputs are ancient (job_inputs), so file dates from git, `dvc pull` or `dvc checkout` decide nothing,
 # and `rerun-triggers: mtime` in the profiles keeps .snakemake/metadata (absent in a fresh clone) out too.
-for _job, _reason in J.refresh_specs(UQ, CONFIG_FILE, PLAN).items():
+for _job, _reason in R.refresh_specs(UQ, CONFIG_FILE, PLAN).items():
     logger.info(f"{_job.rule} {_job.name}: outputs out of date ({_reason})")
 
 # Methods whose runs others build on (rio's network, qr's base models, fewshot's *_ts bases) start first,
 # so the chains behind them are not left for the end of a run with cores idle.
 UPSTREAM = {(job.key[0], up.key[3]) for job in PLAN if job.rule == "train"
-            for up in J.upstream(UQ, job) if up.rule == "train"}
+            for up in P.upstream(UQ, job) if up.rule == "train"}
 
 METHOD_DIR = "results/{family}/{dataset}/{setting}/{method}"  # seed<k>/ folders inside
 SPLIT_DIR = "data/splits/{family}/{dataset}/{setting}"  # seed<k>.json inside
 
 
 def record(rule, pattern):
-    return f"{J.RECORDS}/{rule}/{pattern}.json"
+    return f"{P.RECORDS}/{rule}/{pattern}.json"
 
 
 # Seconds-long bookkeeping runs on the submit host: a cluster job would spend longer queueing than running.
@@ -59,10 +62,10 @@ wildcard_constraints:
 def job_inputs(rule):
     """A job's inputs: its spec, its upstream jobs' records and their artifacts.
 
-    The artifacts (and local source files, J.local_files) are `ancient`: their dates never make a job stale (after `dvc pull` they are arbitrary).
+    The artifacts (and local source files, P.local_files) are `ancient`: their dates never make a job stale (after `dvc pull` they are arbitrary).
     The spec's date says whether the job itself is stale; an upstream record links the job to an upstream
     job, so that when Snakemake reruns that job it reruns this one too. Records and current specs are
-    dated 1970 (uqcal.pipeline.jobs.refresh_specs), so only a stale spec is ever newer than a job's outputs.
+    dated 1970 (uqcal.pipeline.records.refresh_specs), so only a stale spec is ever newer than a job's outputs.
     """
 
     def inputs(w):
@@ -71,8 +74,8 @@ def job_inputs(rule):
         _await_earlier_job(job)
         return {
             "spec": job.spec_path,
-            "records": [up.record_path for up in J.upstream(UQ, job)],
-            "data": [ancient(path) for path in J.inputs(UQ, job) + J.local_files(UQ, job)],
+            "records": [up.record_path for up in P.upstream(UQ, job)],
+            "data": [ancient(path) for path in P.inputs(UQ, job) + P.local_files(UQ, job)],
         }
 
     return inputs
@@ -81,18 +84,18 @@ def job_inputs(rule):
 @cache
 def _await_earlier_job(job):
     """An earlier run's job (a killed Snakemake's orphan) still writing this job's outputs: wait for it here,
-    before Snakemake deletes them to run the job (uqcal.pipeline.jobs.await_earlier_job). Once per job."""
+    before Snakemake deletes them to run the job (uqcal.pipeline.locks.await_earlier_job). Once per job."""
     if workflow.is_main_process:
-        J.await_earlier_job(UQ, CONFIG_FILE, job, workflow.output_settings.dryrun, logger.warning)
+        L.await_earlier_job(UQ, CONFIG_FILE, job, workflow.output_settings.dryrun, logger.warning)
 
 
 @cache
 def _train_resources(family, dataset, method):
-    return J.resources(UQ, family, dataset, method)
+    return P.resources(UQ, family, dataset, method)
 
 
 def train_resource(w, key):
-    """families.<f>.resources, overridden per dataset, then per method (uqcal.pipeline.jobs.resources).
+    """families.<f>.resources, overridden per dataset, then per method (uqcal.pipeline.plan.resources).
 
     Cached: Snakemake re-evaluates every waiting job's resources, threads and priority on each pass of its
     scheduling loop (thousands of passes in a default run; workflow/profiles/default/config.yaml), and the
@@ -105,7 +108,7 @@ def train_resource(w, key):
 # `--default-resources slurm_partition=...` or `--set-resources train:slurm_partition=...` decide.
 TRAIN_PARTITION = {}
 _TRAIN_KEYS = [(job.key[0], job.key[1], job.key[3]) for job in PLAN if job.rule == "train"]
-if any("slurm_partition" in J.resources(UQ, *key) for key in _TRAIN_KEYS):
+if any("slurm_partition" in P.resources(UQ, *key) for key in _TRAIN_KEYS):
     TRAIN_PARTITION["slurm_partition"] = lambda w: train_resource(w, "slurm_partition")
 
 

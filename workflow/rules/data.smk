@@ -1,6 +1,6 @@
 # Data: materialise registry datasets (downloads happen here, so it is a local rule) and make splits.
 # Every step runs from its spec (.uqcal/specs/..., written by common.smk) and leaves a record
-# (.uqcal/records/...): see uqcal/pipeline/jobs.py and docs/ARCHITECTURE.md, "Who decides what is stale".
+# (.uqcal/records/...): see uqcal/pipeline/records.py and docs/ARCHITECTURE.md, "Who decides what is stale".
 
 
 localrules:

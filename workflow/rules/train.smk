@@ -19,7 +19,7 @@ rule train:
         "logs/train/{family}/{dataset}/{setting}/{method}.log",
     conda:
         "../envs/uqcal.yaml"
-    # families.<f>.resources -> resources.per_dataset.<d> -> resources.per_method.<m> (uqcal.pipeline.jobs.resources);
+    # families.<f>.resources -> resources.per_dataset.<d> -> resources.per_method.<m> (uqcal.pipeline.plan.resources);
     # cpus is the rule's threads, so sbatch gets --cpus-per-task (or --cpus-per-gpu with gpu > 0).
     threads: lambda w: train_resource(w, "cpus")
     # resources.priority (the longest jobs first, so that a run does not end on one long job with a core

@@ -1,7 +1,7 @@
 """The `uqcal` command line: one subcommand per pipeline step. Snakemake and DVC rules call only this.
 
 A pipeline step takes either ``--spec FILE`` (the job's spec, written by the Snakefile: the resolved slice
-of config it runs from and the code it depends on; see uqcal.pipeline.jobs) or ``--config FILE`` plus the wildcards
+of config it runs from and the code it depends on; see uqcal.pipeline.identity) or ``--config FILE`` plus the wildcards
 (for DVC and people); both run the same job and leave the same record. This module imports no step: a
 step's module (uqcal.pipeline.steps.<step>) is imported when that step runs, so a job pays for its own imports only.
 """
@@ -18,7 +18,7 @@ import time
 LOG = logging.getLogger("uqcal")
 
 # command -> "module:function" under uqcal, imported only when the command runs (and written without the
-# "uqcal." prefix so that uqcal.pipeline.jobs, which reads import names off the source, does not count them as imports)
+# "uqcal." prefix so that uqcal.pipeline.identity, which reads import names off the source, does not count them as imports)
 COMMANDS = {
     "materialise": "steps.materialise:run",
     "split": "steps.split:run",
@@ -134,7 +134,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """
     found = []
     for module, name in (("uqcal.pipeline.config", "ConfigError"), ("uqcal.data.errors", "DataSourceError"),
-                         ("uqcal.pipeline.jobs", "JobError")):
+                         ("uqcal.pipeline.records", "JobError")):
         cls = getattr(sys.modules.get(module), name, None)
         if cls is not None:
             found.append(cls)
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         raise
     finally:
         if args.command in STEPS:
-            from uqcal.pipeline.jobs import resource_usage
+            from uqcal.pipeline.records import resource_usage
 
             usage = resource_usage(started)
             LOG.info("uqcal %s: %.1f s wall, %.1f s CPU, peak RSS %.0f MB", args.command, usage["wall_seconds"],

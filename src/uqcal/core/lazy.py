@@ -1,9 +1,9 @@
 """Lazy public names of a package: ``from uqcal.methods.rio import ResidualIOGP`` imports the method's module
 only when the name is used, so that a pipeline job that imports a family's ``METHODS`` table imports (and
-depends on: uqcal.pipeline.jobs.source_files) only the method it runs.
+depends on: uqcal.pipeline.identity.source_files) only the method it runs.
 
 Targets are ``"module:name"`` strings, as in ``uqcal.methods.api.MethodEntry``, which the static import closure of
-uqcal.pipeline.jobs does not follow.
+uqcal.pipeline.identity does not follow.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ class ResumeStore:
         """Create this digest's folder and drop any left by other configurations of the same run.
 
         A SIGKILL between an atomic write's temp file and its rename leaves that temp file behind (no handler
-        runs); it is never read, and is removed here. The job lock (``uqcal.pipeline.jobs``) guarantees that
+        runs); it is never read, and is removed here. The job lock (``uqcal.pipeline.locks``) guarantees that
         no other process is writing into this folder while a job prepares it.
         """
         if self.base.is_dir():

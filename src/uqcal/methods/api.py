@@ -248,6 +248,9 @@ class RunContext:
     device: Any
     log: logging.Logger
     resume_dir: Path | None = None
+    # The predictions frame this run's training saved (save_outputs), as predictions.parquet holds it: the
+    # train step evaluates it in memory instead of reading the file back.
+    saved_predictions: Any = field(default=None, init=False, repr=False, compare=False)
 
     def load_data(self):
         from uqcal.data import load_table
@@ -296,6 +299,7 @@ class RunContext:
         torch_save(self.run_dir / "model.pt", model)
         write_json(self.run_dir / "train_stats.json", stats)
         write_parquet(self.run_dir / "predictions.parquet", predictions)
+        self.saved_predictions = predictions.reset_index(drop=True)  # the file keeps no index (write_parquet)
 
     @property
     def checkpoint_path(self) -> Path | None:
@@ -328,7 +332,7 @@ class Method:
 
     defaults: dict[str, Any] = {}
     # True for a method that never touches ``ctx.device``: its train jobs never request a GPU, whatever the
-    # family's resources say (uqcal.pipeline.jobs.resources; a per-method GPU request for it is a config error).
+    # family's resources say (uqcal.pipeline.plan.resources; a per-method GPU request for it is a config error).
     cpu_only: bool = False
 
     # Ranges of numeric parameters beyond PARAM_BOUNDS (by name); see ``param_problem``.
@@ -347,17 +351,28 @@ class Method:
     def train(self, ctx: RunContext) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def evaluate(self, ctx: RunContext) -> dict[str, float]:
-        import pandas as pd
+    def evaluate(self, ctx: RunContext, predictions=None) -> dict[str, float]:
+        """The family's metrics of the run's predictions merged with the numeric entries of train_stats.json.
 
+        ``predictions``: the frame the run's training has just saved (``ctx.saved_predictions``); None reads
+        the run's predictions.parquet (``uqcal evaluate``, a run trained earlier). An override passes it on.
+        """
         from uqcal.core.io import read_json
         from uqcal.metrics.evaluation import evaluate_predictions
 
-        predictions = pd.read_parquet(ctx.run_dir / "predictions.parquet")
-        metrics = evaluate_predictions(ctx.family, predictions, ctx)
+        metrics = evaluate_predictions(ctx.family, load_predictions(ctx, predictions), ctx)
         stats_path = ctx.run_dir / "train_stats.json"
         if stats_path.exists():
             for key, value in read_json(stats_path).items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and not is_timing_key(key):
                     metrics.setdefault(key, float(value))
         return metrics
+
+
+def load_predictions(ctx: RunContext, predictions=None):
+    """``predictions`` when given (the frame a run's training has just saved), else the run's predictions.parquet."""
+    if predictions is not None:
+        return predictions
+    import pandas as pd
+
+    return pd.read_parquet(ctx.run_dir / "predictions.parquet")

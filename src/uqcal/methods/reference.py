@@ -21,7 +21,7 @@ __all__ = ["MarginalGaussian", "RandomSearch", "UniformClassifier"]
 class MarginalGaussian(Method):
     defaults: dict = {"min_std": 1e-6}
     cpu_only = True  # numpy only: a cluster job never asks a GPU for it
-    job_resources = REFERENCE_RESOURCES  # not the family's GPU-sized request (uqcal.pipeline.jobs.resources)
+    job_resources = REFERENCE_RESOURCES  # not the family's GPU-sized request (uqcal.pipeline.plan.resources)
 
     def train(self, ctx: RunContext) -> None:
         table, split = ctx.load_data(), ctx.load_split()

@@ -33,7 +33,7 @@ from scipy.stats import norm
 
 from uqcal.core.gp.failures import FitFailures
 from uqcal.data.objectives import Objective, get_objective
-from uqcal.methods.api import Method, RunContext
+from uqcal.methods.api import Method, RunContext, load_predictions
 from uqcal.methods.bo.acquisition import ACQUISITIONS, CALIBRATED_ACQ_MODES, CalibratedAcquisition
 from uqcal.methods.bo.recalibration import RECALIBRATORS, RecalibrationMap, fit_recalibration
 from uqcal.methods.bo.surrogate import KERNELS, PIT_MODES, fit_gp, heldout_pit
@@ -116,8 +116,8 @@ def _row(objective: Objective, iteration: int, u: np.ndarray, y: float, best: fl
 
 
 class _BOBase(Method):
-    def evaluate(self, ctx: RunContext) -> dict[str, float]:
-        predictions = pd.read_parquet(ctx.run_dir / "predictions.parquet")
+    def evaluate(self, ctx: RunContext, predictions=None) -> dict[str, float]:
+        predictions = load_predictions(ctx, predictions)
         cfg = setting(ctx)
         return bo_metrics(predictions, objective_for(ctx), cfg["target_tol"], cfg["stuck_above"])
 

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from uqcal.core.gp.linalg import JitterCounter
-from uqcal.methods.api import Method, RunContext
+from uqcal.methods.api import Method, RunContext, load_predictions
 
 from .gp_core import mc_softmax
 from .recalibration import Recalibration
@@ -312,15 +312,15 @@ class EpisodicMethod(Method):
         }
         ctx.save_outputs(predictions_frame(probs, labels, recalibrated), model_obj, stats)
 
-    def evaluate(self, ctx: RunContext) -> dict[str, float]:
+    def evaluate(self, ctx: RunContext, predictions=None) -> dict[str, float]:
         """The family metrics of the raw predictive (acc, nll, ece, mce) and of each recalibration:
         ece_ts (authors' pair chosen by validation ECE), mce_ts (their pair chosen by validation MCE),
         acc_ts / nll_ts (at the ECE pair), and ece_nllts, mce_nllts, nll_nllts (one T by validation NLL)."""
         from uqcal.metrics.classification import classification_metrics
 
-        metrics = super().evaluate(ctx)
+        pred = load_predictions(ctx, predictions)
+        metrics = super().evaluate(ctx, pred)
         metrics.setdefault("jitter_escalations", 0.0)  # deterministic methods have no Cholesky at all
-        pred = pd.read_parquet(ctx.run_dir / "predictions.parquet")
         labels = pred["label"].to_numpy(int)
         for prefix in RECALIBRATED:
             cols = sorted((c for c in pred.columns if c.startswith(f"{prefix}_p")), key=lambda c: int(c.split("_p")[1]))

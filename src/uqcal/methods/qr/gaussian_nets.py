@@ -240,10 +240,10 @@ class GaussianNetMethod(Method):
         }
         ctx.save_outputs(predictions, model, stats)
 
-    def evaluate(self, ctx: RunContext) -> dict[str, float]:
+    def evaluate(self, ctx: RunContext, predictions=None) -> dict[str, float]:
         from uqcal.methods.qr.metrics import qr_metrics
 
-        return qr_metrics(super().evaluate, ctx)
+        return qr_metrics(super().evaluate, ctx, predictions)
 
 
 def batch_spacing_k(p: dict, n_train: int) -> int:

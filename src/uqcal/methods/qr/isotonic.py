@@ -86,7 +86,7 @@ class IsotonicRecalibrated(Method):
                  "endpoint_fix": float(bool(p["endpoint_fix"]))}
         ctx.save_outputs(frame, {"knots_u": u, "knots_r": r, "base_run": str(ctx.depends_dir)}, stats)
 
-    def evaluate(self, ctx: RunContext) -> dict[str, float]:
+    def evaluate(self, ctx: RunContext, predictions=None) -> dict[str, float]:
         from uqcal.methods.qr.metrics import qr_metrics
 
-        return qr_metrics(super().evaluate, ctx)
+        return qr_metrics(super().evaluate, ctx, predictions)

@@ -21,8 +21,8 @@ def ce_percent(pit: np.ndarray) -> float:
     return float(ce_qr(np.asarray(pit, float)))
 
 
-def qr_metrics(default_evaluate: Callable, ctx) -> dict[str, float]:
-    metrics = dict(default_evaluate(ctx))
+def qr_metrics(default_evaluate: Callable, ctx, predictions=None) -> dict[str, float]:
+    metrics = dict(default_evaluate(ctx, predictions))
     if "nlpd" in metrics:
         metrics["nll"] = metrics["nlpd"]
     missing = [name for name in QR_METRICS if name not in metrics]

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from uqcal.methods.api import Method
+from uqcal.methods.api import Method, load_predictions
 from uqcal.methods.rio.common import apply_per_dataset, load_holdout
 from uqcal.methods.rio.network import load_network, network_predict
 from uqcal.methods.rio.svgp import KERNEL_INPUTS, fit_svgp
@@ -118,9 +118,9 @@ class ResidualIOGP(Method):
         }
         ctx.save_outputs(predictions, model, stats)
 
-    def evaluate(self, ctx) -> dict[str, float]:
-        metrics = super().evaluate(ctx)
-        predictions = pd.read_parquet(ctx.run_dir / "predictions.parquet")
+    def evaluate(self, ctx, predictions=None) -> dict[str, float]:
+        predictions = load_predictions(ctx, predictions)
+        metrics = super().evaluate(ctx, predictions)
         metrics.update(correction_metrics(predictions))
         return metrics
 

@@ -1,7 +1,7 @@
 """Provenance shown on every report page: config + hash, git state, package versions, the environment lock
 (hash, and whether the installed versions are the locked ones), the report machine's device and, per family,
 the device every run trained on (its train_stats.json), per-rule wall-clock, CPU and memory from the job records
-(uqcal.pipeline.jobs) and the dataset provenance records."""
+(uqcal.pipeline.records) and the dataset provenance records."""
 
 from __future__ import annotations
 
@@ -214,7 +214,7 @@ def read_job_resources(records_dir: Path, jobs: list[str] | None = None) -> pd.D
     """Wall time, CPU time and peak memory of every pipeline job, as each job measured itself; with
     ``jobs`` (``<rule>/<job>`` names, e.g. ``train/rio/concrete/holdout/rio``), only those jobs'.
 
-    Read from the job records (``<records_dir>/<rule>/<job>.json``, written by uqcal.pipeline.jobs), which are
+    Read from the job records (``<records_dir>/<rule>/<job>.json``, written by uqcal.pipeline.records), which are
     outputs of their jobs and DVC stages, so a report rebuilt after `dvc pull` still has every job's row.
     """
     wanted = set(jobs) if jobs is not None else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from uqcal.pipeline.jobs import running
+from uqcal.pipeline.locks import running
 
 LOG = logging.getLogger("uqcal")
 

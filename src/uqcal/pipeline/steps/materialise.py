@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from uqcal.pipeline.jobs import running
+from uqcal.pipeline.locks import running
 
 LOG = logging.getLogger("uqcal")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from uqcal.pipeline.jobs import RECORDS, running
+from uqcal.pipeline.locks import running
+from uqcal.pipeline.plan import RECORDS
 
 
 def run(args) -> int:

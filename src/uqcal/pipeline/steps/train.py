@@ -12,66 +12,50 @@ import math
 import time
 from pathlib import Path
 
-from uqcal.pipeline.jobs import running
+from uqcal.pipeline.locks import ancestry, orphaned, running
+from uqcal.pipeline.plan import Job, TrainSeed, configured_job, train_seeds
 
 LOG = logging.getLogger("uqcal")
 
 
 def run(args) -> int:
     """Train and evaluate every seed of the job (or one ``--seed``), resuming what a crash interrupted."""
+    key = (args.family, args.dataset, args.setting, args.method)
     if args.seed is not None:  # one seed, for people: not a pipeline job, so no record
-        _train_seeds(args, [_single_seed_job(args)])
+        _train_seeds(args, train_seeds(configured_job(args.config, Job("train", key)), args.results_dir,
+                                       args.data_dir, [args.seed]))
         return 0
-    with running(args, "train", (args.family, args.dataset, args.setting, args.method)) as spec:
-        from uqcal.pipeline.config import per_seed_jobs
-
-        _train_seeds(args, per_seed_jobs(spec["job"]))
+    with running(args, "train", key) as spec:
+        _train_seeds(args, train_seeds(spec["job"], args.results_dir, args.data_dir))
     return 0
 
 
 def evaluate(args) -> int:
     """Recompute metrics.json of trained runs from their predictions and train stats."""
-    from uqcal.pipeline.config import batch_job, load_config, per_seed_jobs
-
-    if args.seed is not None:
-        jobs = [_single_seed_job(args)]
-    else:
-        config = load_config(args.config or "config/config.yaml")
-        jobs = per_seed_jobs(batch_job(config, args.family, args.dataset, args.setting, args.method))
-    for one in jobs:
-        ctx, method = run_context(one, args)
-        evaluate_one(ctx, method)
+    job = configured_job(args.config, Job("train", (args.family, args.dataset, args.setting, args.method)))
+    for one in train_seeds(job, args.results_dir, args.data_dir, None if args.seed is None else [args.seed]):
+        evaluate_one(one.ctx, one.method)
     return 0
 
 
-def _single_seed_job(args) -> dict:
-    from uqcal.pipeline.config import Run, load_config, run_job
-
-    config = load_config(args.config or "config/config.yaml")
-    return run_job(config, Run(args.family, args.dataset, args.setting, args.method, args.seed))
-
-
-def _train_seeds(args, jobs: list[dict]) -> None:
+def _train_seeds(args, seeds: list[TrainSeed]) -> None:
     from uqcal.core.resume import RESUME_DIR, ResumeStore
-    from uqcal.pipeline.config import job_digest
-    from uqcal.pipeline.jobs import ancestry, orphaned
 
     started_under = ancestry()
     stores = []
-    for one in jobs:
-        run_dir = Path(args.results_dir) / one["family"] / one["dataset"] / one["setting"] / one["method"]
-        run_dir = run_dir / f"seed{one['seed']}"
-        store = ResumeStore(Path(args.results_dir), run_dir, job_digest(one))
+    for one in seeds:
+        ctx = one.ctx
+        store = ResumeStore(Path(args.results_dir), ctx.run_dir, one.digest)
         stores.append(store)
-        if store.restore(run_dir):
-            LOG.info("seed %d: restored the outputs an interrupted run had finished (%s)", one["seed"], store.path)
+        if store.restore(ctx.run_dir):
+            LOG.info("seed %d: restored the outputs an interrupted run had finished (%s)", ctx.seed, store.path)
             continue
         store.prepare()
-        ctx, method = run_context(one, args, resume_dir=store.path)
-        train_one(ctx, method)
+        ctx.resume_dir = store.path
+        predictions = train_one(ctx, one.method)
         if not args.no_evaluate:
-            evaluate_one(ctx, method)
-            store.keep(run_dir)
+            evaluate_one(ctx, one.method, predictions)
+            store.keep(ctx.run_dir)
     if orphaned(started_under):
         # Snakemake (or DVC) was killed alone: it will run this job again, and has deleted, or will delete, its
         # outputs first. The finished seeds stay where that rerun restores them from.
@@ -82,34 +66,8 @@ def _train_seeds(args, jobs: list[dict]) -> None:
         store.clear()
 
 
-def run_context(job: dict, args, resume_dir: Path | None = None):
-    """RunContext and method instance for a single-seed job."""
-    import torch
-
-    from uqcal.core.device import resolve_device
-    from uqcal.data import raw_paths
-    from uqcal.methods.api import RunContext, get_entry
-
-    run = (job["family"], job["dataset"], job["setting"], job["method"], job["seed"])
-    run_dir = Path(args.results_dir) / "/".join(map(str, run[:4])) / f"seed{run[4]}"
-    depends_dir = None
-    if job.get("depends_on"):
-        depends_dir = Path(args.results_dir) / "/".join(map(str, run[:3])) / job["depends_on"] / f"seed{run[4]}"
-    torch.set_num_threads(int(job.get("torch_threads", 1)))
-    ctx = RunContext(
-        family=run[0], dataset=run[1], setting=run[2], method=run[3], seed=int(run[4]),
-        config=job, dataset_spec=job["dataset_spec"], setting_params=job["setting_params"],
-        family_params=job["family_params"], params=job["params"], run_dir=run_dir,
-        split_path=Path(args.data_dir) / "splits" / run[0] / run[1] / run[2] / f"seed{run[4]}.json",
-        raw_path=raw_paths(run[1], args.data_dir)[0], depends_dir=depends_dir,
-        device=resolve_device(job.get("device", "auto")), log=logging.getLogger(f"uqcal.{run[3]}"),
-        resume_dir=resume_dir,
-    )
-    method = get_entry(ctx.family, ctx.method).load_class()(ctx.params)
-    return ctx, method
-
-
-def train_one(ctx, method) -> None:
+def train_one(ctx, method):
+    """Train one seed; returns the predictions frame it saved (``ctx.saved_predictions``)."""
     ctx.log.info("train %s on %s/%s seed %d (device %s)", ctx.method, ctx.dataset, ctx.setting, ctx.seed, ctx.device)
     import gpytorch
 
@@ -124,12 +82,15 @@ def train_one(ctx, method) -> None:
     missing = [f for f in ("model.pt", "predictions.parquet", "train_stats.json") if not (ctx.run_dir / f).exists()]
     if missing:
         raise SystemExit(f"method {ctx.method} did not write {missing} (must call ctx.save_outputs)")
+    return ctx.saved_predictions
 
 
-def evaluate_one(ctx, method) -> None:
+def evaluate_one(ctx, method, predictions=None) -> None:
+    """Write the seed's metrics.json: of ``predictions`` (the frame its training has just saved), else of its
+    predictions.parquet."""
     from uqcal.core.io import write_json
 
-    metrics = method.evaluate(ctx)
+    metrics = method.evaluate(ctx, predictions)
     bad = [k for k, v in metrics.items() if not isinstance(v, (int, float)) or isinstance(v, bool)]
     if bad:
         raise SystemExit(f"method {ctx.method}: non-numeric metrics {bad}")

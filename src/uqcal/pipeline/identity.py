@@ -1,0 +1,173 @@
+"""What a job is made from, apart from its inputs' content: its spec (`build_spec`) and its identity.
+
+A job's spec holds its parameters (`uqcal.pipeline.plan.param_values`), the resolved job its step receives
+(`uqcal.pipeline.plan.payload`), the sha256 of every `uqcal` source file its process can import (`source_files`:
+the static import closure of its step, which is also its DVC stage's code ``deps:``) and of the local files it
+reads. `identity` digests the spec with the upstream jobs' output digests (docs/ARCHITECTURE.md, "Who decides
+what is stale"); `uqcal.pipeline.records` compares it with a job's record.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import re
+from functools import cache
+from pathlib import Path
+
+from uqcal.pipeline.plan import RULES, Job, local_files, param_values, payload, upstream
+
+SRC = Path(__file__).resolve().parent.parent  # .../src/uqcal
+STEP_MODULE = {rule: f"uqcal.pipeline.steps.{rule}" for rule in RULES}
+
+
+def code_roots(job: Job) -> list[str]:
+    """Modules a job's process starts from; `source_files` follows their imports."""
+    roots = ["uqcal.cli", STEP_MODULE[job.rule]]
+    if job.rule == "train":
+        from uqcal.methods.api import get_entry
+
+        family, _, _, method = job.key
+        entry = get_entry(family, method)
+        roots += [f"uqcal.methods.{family}", entry.target.partition(":")[0]]
+        if entry.depends_on:  # a method built on another's runs may load that method's model
+            roots.append(get_entry(family, entry.depends_on).target.partition(":")[0])
+    if job.rule == "report":  # figures a claim spec draws with a function ("uqcal.methods.qr.toy:draw")
+        for spec in sorted((SRC / "pipeline" / "report" / "specs").glob("*.yaml")):
+            roots += sorted(set(re.findall(r"\b(uqcal(?:\.\w+)+):\w+", spec.read_text())))
+    return roots
+
+
+def source_files(job: Job) -> list[str]:
+    """Repository-relative paths of every uqcal file the job's step can import (its static import closure).
+
+    Imports inside functions count, and so do plain module names written as strings (``importlib`` tables
+    such as the data sources'); ``module:Class`` registry targets do not: a job's own method is a root.
+    The report also reads the claim specs packaged beside its modules and the papers' numbers
+    (config/reference/).
+    """
+    files = sorted(_module_path(m) for m in _closure(tuple(code_roots(job))))
+    if job.rule == "report":
+        files += sorted(f"src/uqcal/{p.relative_to(SRC).as_posix()}" for p in (SRC / "pipeline" / "report").rglob("*.yaml"))
+        files += sorted(p.as_posix() for p in Path("config/reference").glob("*.yaml"))
+    return files
+
+
+def _module_path(module: str) -> str:
+    """src/uqcal/... path of a uqcal module, as the repository (and dvc.yaml) names it."""
+    return f"src/uqcal/{_module_file(module).relative_to(SRC).as_posix()}"
+
+
+def _source_file(rel: str) -> Path:
+    """Where a source path of `source_files` is read from: uqcal's own folder (wherever Python imports it from)
+    for src/uqcal/..., the working directory (the repository) otherwise."""
+    return SRC / rel.removeprefix("src/uqcal/") if rel.startswith("src/uqcal/") else Path(rel)
+
+
+def _module_file(module: str) -> Path | None:
+    parts = module.split(".")
+    if parts[0] != "uqcal":
+        return None
+    base = SRC.joinpath(*parts[1:])
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+@cache
+def _closure(roots: tuple[str, ...]) -> frozenset[str]:
+    found: set[str] = set()
+    todo = list(roots)
+    while todo:
+        module = todo.pop()
+        parts = module.split(".")
+        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__ first
+            name = ".".join(parts[:i])
+            if name not in found and _module_file(name) is not None:
+                found.add(name)
+                todo.extend(_imports(name))
+    return frozenset(found)
+
+
+_MODULE_NAME = re.compile(r"^uqcal(\.[A-Za-z_]\w*)+$")
+
+
+@cache
+def _imports(module: str) -> frozenset[str]:
+    path = _module_file(module)
+    tree = ast.parse(path.read_bytes(), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names: set[str] = set()
+    partial = {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            names.add(target)
+            names.update(f"{target}.{alias.name}" for alias in node.names)  # `from pkg import submodule`
+        elif isinstance(node, ast.Constant) and id(node) not in partial and _MODULE_NAME.match(str(node.value)):
+            names.add(node.value)  # e.g. {"csv": "uqcal.data.sources.csv"} fed to importlib
+    return frozenset(n for n in names if n.startswith("uqcal") and _module_file(n) is not None)
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@cache
+def _source_sha256(path: Path, _mtime_ns: int, _size: int) -> str:
+    return file_sha256(path)
+
+
+def code_hashes(job: Job) -> dict[str, str]:
+    hashes = {}
+    for rel in source_files(job):
+        path = _source_file(rel).resolve()
+        stat = path.stat()
+        hashes[rel] = _source_sha256(path, stat.st_mtime_ns, stat.st_size)
+    return hashes
+
+
+# ------------------------------------------------------------------------------------------ specs
+def build_spec(config: dict, job: Job, config_path: str) -> dict:
+    """What the job is made from, apart from its inputs' content (which the step reads when it runs)."""
+    return {"rule": job.rule, "key": list(job.key), "config": config_path,
+            "params": param_values(config, job, config_path),
+            "job": payload(config, job), "code": code_hashes(job), "files": file_hashes(local_files(config, job)),
+            "upstream": [up.record_path for up in upstream(config, job)]}
+
+
+def file_hashes(paths: list[str]) -> dict[str, str | None]:
+    """{path: sha256} of local input files (None: missing, so that the file appearing changes the job)."""
+    hashes = {}
+    for rel in paths:
+        try:
+            stat = os.stat(rel)
+        except OSError:
+            hashes[rel] = None
+            continue
+        hashes[rel] = _source_sha256(Path(rel).resolve(), stat.st_mtime_ns, stat.st_size)
+    return hashes
+
+
+def identity(spec: dict, inputs: dict) -> str:
+    made_of = {k: spec[k] for k in ("rule", "key", "params", "job", "code", "files")}
+    return digest({**made_of, "inputs": inputs})
+
+
+def digest(obj) -> str:
+    """sha256 of ``obj`` as canonical JSON (sorted keys, no spaces)."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()

@@ -1,0 +1,368 @@
+"""The pipeline's jobs and what each reads: the plan, outputs, inputs, resources, parameters and payload.
+
+One Snakemake job = one DVC stage = one `Job` (a rule and its wildcards). This module says which jobs a config
+has (`plan`), what each writes (`outputs`) and reads (`upstream`, `inputs`, `local_files`), the config keys
+that are its parameters (`param_keys`, its DVC stage's ``params:``), the resolved slice of config its step runs
+from (`payload`) and, for a train job, everything the step needs per seed (`train_seeds`). What a job is made
+from is `uqcal.pipeline.identity`; its record and staleness `uqcal.pipeline.records`; its lock and process
+`uqcal.pipeline.locks` (docs/ARCHITECTURE.md, "Who decides what is stale").
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+if TYPE_CHECKING:
+    from uqcal.methods.api import Method, RunContext
+
+RECORDS = Path(".uqcal/records")
+SPECS = Path(".uqcal/specs")
+LOCKS = Path(".uqcal/locks")
+RULES = ("materialise", "split", "train", "aggregate", "report")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One Snakemake job / DVC stage: a rule and its wildcards in rule order."""
+
+    rule: str
+    key: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return "/".join(self.key) or self.rule
+
+    @property
+    def stage(self) -> str:
+        return "-".join((self.rule, *self.key))
+
+    @property
+    def record_path(self) -> str:
+        return f"{RECORDS}/{self.rule}/{self.name}.json"
+
+    @property
+    def spec_path(self) -> str:
+        return f"{SPECS}/{self.rule}/{self.name}.json"
+
+    @property
+    def lock_path(self) -> str:
+        return f"{LOCKS}/{self.rule}/{self.name}.lock"
+
+
+# ------------------------------------------------------------------------------------------ the plan
+def plan(config: dict) -> list[Job]:
+    """Every job of a (prepared) config, upstream before downstream."""
+    from uqcal.pipeline.config import iter_batches, raw_dependencies, settings_for
+
+    jobs: list[Job] = []
+    datasets = sorted({b.dataset for b in iter_batches(config)})
+    members = sorted({m for d in datasets for m in raw_dependencies(config, d)} - set(datasets))
+    jobs += [Job("materialise", (d,)) for d in members + datasets]
+    for family, fam in config["families"].items():
+        for dataset in fam["datasets"]:
+            jobs += [Job("split", (family, dataset, s)) for s in settings_for(config, family, dataset)]
+    batches = list(iter_batches(config))
+    # a method built on another's runs comes after it
+    jobs += [Job("train", (b.family, b.dataset, b.setting, b.method)) for b in batches if not _depends_on(b)]
+    jobs += [Job("train", (b.family, b.dataset, b.setting, b.method)) for b in batches if _depends_on(b)]
+    jobs += [Job("aggregate", (family,)) for family in config["families"]]
+    jobs.append(Job("report"))
+    return jobs
+
+
+def _depends_on(batch) -> str | None:
+    from uqcal.methods.api import get_entry
+
+    return get_entry(batch.family, batch.method).depends_on
+
+
+def outputs(job: Job) -> list[str]:
+    """The job's artifacts (files or folders), its record apart."""
+    from uqcal.pipeline.config import split_dir
+
+    if job.rule == "materialise":
+        return [f"data/raw/{job.key[0]}.parquet", f"data/raw/{job.key[0]}.json"]
+    if job.rule == "split":
+        return [split_dir(*job.key)]
+    if job.rule == "train":
+        return ["results/" + "/".join(job.key)]
+    if job.rule == "aggregate":
+        return [f"results/{job.key[0]}/summary.csv"]
+    return ["reports"]
+
+
+def upstream(config: dict, job: Job) -> list[Job]:
+    """The jobs whose outputs this job reads."""
+    from uqcal.pipeline.config import raw_dependencies
+
+    if job.rule == "materialise":
+        return [Job("materialise", (m,)) for m in raw_dependencies(config, job.key[0])]
+    if job.rule == "split":
+        return [Job("materialise", (job.key[1],))]
+    if job.rule == "train":
+        family, dataset, setting, method = job.key
+        found = [Job("materialise", (dataset,)), Job("split", (family, dataset, setting))]
+        dep = _entry(family, method).depends_on
+        return found + ([Job("train", (family, dataset, setting, dep))] if dep else [])
+    if job.rule == "aggregate":
+        return [Job("train", (b.family, b.dataset, b.setting, b.method)) for b in _batches(config, job.key[0])]
+    return [Job("aggregate", (family,)) for family in config["families"]]
+
+
+def inputs(config: dict, job: Job) -> list[str]:
+    """The upstream artifacts the job reads (a dataset's provenance .json is not read downstream)."""
+    found = []
+    for up in upstream(config, job):
+        found += [out for out in outputs(up) if not (up.rule == "materialise" and out.endswith(".json"))]
+    return found
+
+
+def local_files(config: dict, job: Job) -> list[str]:
+    """Files in the repository that a materialise job reads: a source's ``path`` (the csv and array sources).
+
+    Inputs like any other, by content: their sha256 is part of the job's identity (``build_spec``), and they
+    are data ``deps:`` of its DVC stage, so editing one reruns the dataset and everything built on it.
+    """
+    if job.rule != "materialise":
+        return []
+    path = config["datasets"][job.key[0]]["source"].get("path")
+    return [path] if isinstance(path, str) else []
+
+
+def _entry(family: str, method: str):
+    from uqcal.methods.api import get_entry
+
+    return get_entry(family, method)
+
+
+def _batches(config: dict, family: str):
+    from uqcal.pipeline.config import iter_batches
+
+    return list(iter_batches(config, [family]))
+
+
+# ------------------------------------------------------------------------------------------ resources
+RESOURCE_DEFAULTS = {"mem_mb": 4000, "runtime": 60, "gpu": 0, "cpus": 1, "cpus_per_gpu": 4, "priority": 0}
+
+
+def resources(config: dict, family: str, dataset: str, method: str) -> dict:
+    """A train job's resources: families.<f>.resources, then its per_dataset and per_method overrides.
+
+    A method whose class is ``cpu_only`` (the reference predictors) never requests a GPU; one with
+    ``job_resources`` (the reference predictors) asks for those instead of the family's and per_dataset's.
+    """
+    declared = config["families"][family].get("resources") or {}
+    cls = _entry(family, method).load_class()
+    found = {k: v for k, v in declared.items() if k not in ("per_dataset", "per_method")}
+    found.update((declared.get("per_dataset") or {}).get(dataset) or {})
+    found.update(cls.job_resources or {})  # the reference predictors: small, whatever the family trains
+    found.update((declared.get("per_method") or {}).get(method) or {})
+    if cls.cpu_only:
+        found["gpu"] = 0
+    return {**RESOURCE_DEFAULTS, **found}
+
+
+# ------------------------------------------------------------------------------------------ parameters
+def param_keys(config: dict, job: Job, config_path: str) -> list[tuple[str, str]]:
+    """(params file, dotted key) pairs the job reads from the config files: its DVC stage's `params:`.
+
+    Only keys that change what the job computes: not the selectors that decide which jobs exist (a setting's
+    or a method's ``datasets``, a method's ``settings``), not another dataset's entry of a per-dataset table,
+    not a registry entry's report labels (``uqcal.pipeline.config.DISPLAY_KEYS``). So a config that selects
+    the same job differently (config/extended.yaml runs cv5_shuffled on every dataset) leaves it current.
+    """
+    if job.rule == "materialise":
+        return _registry_keys(config, job.key[0], config_path)
+    if job.rule in ("split", "train"):
+        family, dataset, setting = job.key[:3]
+        fam = f"families.{family}"
+        keys = _entry_keys(config_path, f"{fam}.settings.{setting}", dataset, drop=("datasets",))
+        if not any(key.startswith(f"{fam}.settings.{setting}.seeds") for key in keys):
+            keys += [f"{fam}.seeds"]  # the family's count applies: the setting names none for this dataset
+        keys += [f"{fam}.split"]
+        if job.rule == "train":
+            keys += _entry_keys(config_path, f"{fam}.methods.{job.key[3]}", dataset, drop=("datasets", "settings"))
+            keys += ["device", "torch_threads"]
+        return _registry_keys(config, dataset, config_path) + _present(config_path, keys)
+    if job.rule == "aggregate":
+        family = job.key[0]
+        return _present(config_path, [f"families.{family}.datasets", f"families.{family}.seeds",
+                                      f"families.{family}.settings", f"families.{family}.methods"])
+    # The report reads the whole config (families, methods, datasets, its own section) and the registry.
+    return [(config_path, ""), *((path, "") for path in _registry_files(config))]
+
+
+def _entry_keys(path: str, prefix: str, dataset: str, drop: tuple[str, ...]) -> list[str]:
+    """The keys of a setting's or method's entry that a job on ``dataset`` reads: every key but ``drop``; of a
+    per-dataset table (``seeds: {dataset: n}``, ``per_dataset``), ``dataset``'s entry only."""
+    entry = _lookup(_yaml_file(path), prefix)
+    if not isinstance(entry, dict):  # missing (dropped by _present), empty (null) or a plain value
+        return [prefix]
+    keys = []
+    for name, value in entry.items():
+        if name in drop:
+            continue
+        if name in ("seeds", "per_dataset") and isinstance(value, dict):
+            keys += [f"{prefix}.{name}.{dataset}"] if dataset in value else []
+        else:
+            keys.append(f"{prefix}.{name}")
+    return keys
+
+
+def _registry_keys(config: dict, dataset: str, config_path: str) -> list[tuple[str, str]]:
+    """A dataset's registry entry, key by key, without the report's labels."""
+    from uqcal.pipeline.config import DISPLAY_KEYS
+
+    path, key = _registry_key(config, dataset, config_path)
+    entry = _lookup(_yaml_file(path), key)
+    return [(path, f"{key}.{name}") for name in entry if name not in DISPLAY_KEYS]
+
+
+def _registry_files(config: dict) -> list[str]:
+    return list(config.get("dataset_registry", ["config/datasets.yaml"]))
+
+
+def _registry_key(config: dict, dataset: str, config_path: str) -> tuple[str, str]:
+    """Where a dataset's registry entry comes from: the config itself, else the last registry file naming it."""
+    if dataset in config.get("datasets_inline", []):
+        return config_path, f"datasets.{dataset}"
+    found = "config/datasets.yaml"
+    for path in _registry_files(config):
+        if dataset in (_yaml_file(path) or {}):
+            found = path
+    return found, dataset
+
+
+def _present(path: str, keys: list[str]) -> list[tuple[str, str]]:
+    """Only keys the file has: DVC refuses a stage whose params name a missing key."""
+    return [(path, key) for key in keys if _lookup(_yaml_file(path), key) is not _MISSING]
+
+
+_MISSING = object()
+
+
+def _lookup(data, dotted: str):
+    if not dotted:
+        return data
+    for part in dotted.split("."):
+        if not isinstance(data, dict) or part not in data:
+            return _MISSING
+        data = data[part]
+    return data
+
+
+def _yaml_file(path: str):
+    stat = os.stat(path)
+    return _parse_yaml(os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
+
+
+@cache
+def _parse_yaml(path: str, _mtime_ns: int, _size: int):
+    with open(path) as fh:
+        return yaml.safe_load(fh) or {}
+
+
+def param_values(config: dict, job: Job, config_path: str) -> dict:
+    """The job's parameters, {name: value}, as its identity holds them (`param_keys`, named by `_param_name`)."""
+    return {_param_name(path, key, config_path): _value(path, key) for path, key in param_keys(config, job, config_path)}
+
+
+def _param_name(path: str, key: str, config_path: str) -> str:
+    """A parameter's name in a job's identity: its key, never the file it is read from.
+
+    The same keys and values are the same job whichever config file (or copy of one) holds them, so that a
+    config that includes the default's jobs (config/extended.yaml) reruns none of them; a registry entry is
+    ``datasets.<name>`` whether it sits in a registry file or inline in the config (DVC's ``params:`` still
+    name the file: DVC must know where to read them).
+    """
+    if path == config_path:
+        return key or "(config)"
+    return f"datasets.{key}" if key else f"(registry {path})"
+
+
+def _value(path: str, key: str):
+    value = _lookup(_yaml_file(path), key)
+    return None if value is _MISSING else value
+
+
+# ------------------------------------------------------------------------------------------ payload
+def payload(config: dict, job: Job) -> dict:
+    """The resolved slice of config the step runs from (registry entry, method defaults and overrides applied)."""
+    from uqcal.pipeline import config as C
+
+    if job.rule == "materialise":
+        return C.dataset_job(config, job.key[0])
+    if job.rule == "split":
+        return C.split_batch_job(config, *job.key)
+    if job.rule == "train":
+        return C.batch_job(config, *job.key)
+    if job.rule == "aggregate":
+        fam = config["families"][job.key[0]]
+        return {"family": job.key[0], "family_config": {k: v for k, v in fam.items() if k != "resources"}}
+    # The report reads the whole (validated, registry-merged) config: it runs from it, not from the file,
+    # so that it does not validate again (validation imports every method's module).
+    return {"config": config}
+
+
+
+def configured_job(config_path: str | None, job: Job) -> dict:
+    """`payload` of a job from a config file, the whole config validated (``uqcal train --seed``, ``uqcal evaluate``)."""
+    from uqcal.pipeline.config import load_config
+
+    return payload(load_config(config_path or "config/config.yaml"), job)
+
+
+@dataclass
+class TrainSeed:
+    """One seed of a train job, resolved: its RunContext, a fresh instance of its method, and its job's digest
+    (the single-seed job's, which names the seed's resume folder: uqcal.core.resume)."""
+
+    ctx: RunContext
+    method: Method
+    digest: str
+
+
+def train_seeds(job: dict, results_dir: str | Path = "results", data_dir: str | Path = "data",
+                seeds: list[int] | None = None) -> list[TrainSeed]:
+    """A train job's payload (every seed of one method: `payload`, or a spec's ``job``) resolved into what each
+    seed's run needs: the one place a train job's description becomes RunContexts.
+
+    ``seeds`` replaces the job's seeds (one ``--seed``). Sets torch's intra-op threads (``torch_threads``).
+    """
+    import logging
+
+    import torch
+
+    from uqcal.core.device import resolve_device
+    from uqcal.data import raw_paths
+    from uqcal.methods.api import RunContext, get_entry
+    from uqcal.pipeline.config import job_digest, per_seed_jobs
+
+    if seeds is not None:
+        job = {**{k: v for k, v in job.items() if k != "seeds"}, "seeds": list(seeds)}
+    family, dataset, setting, method = job["family"], job["dataset"], job["setting"], job["method"]
+    cls = get_entry(family, method).load_class()
+    torch.set_num_threads(int(job.get("torch_threads", 1)))
+    results, data = Path(results_dir), Path(data_dir)
+    found = []
+    for one in per_seed_jobs(job):
+        seed = int(one["seed"])
+        depends_on = one.get("depends_on")
+        ctx = RunContext(
+            family=family, dataset=dataset, setting=setting, method=method, seed=seed, config=one,
+            dataset_spec=one["dataset_spec"], setting_params=one["setting_params"],
+            family_params=one["family_params"], params=one["params"],
+            run_dir=results / family / dataset / setting / method / f"seed{seed}",
+            split_path=data / "splits" / family / dataset / setting / f"seed{seed}.json",
+            raw_path=raw_paths(dataset, data)[0],
+            depends_dir=results / family / dataset / setting / depends_on / f"seed{seed}" if depends_on else None,
+            device=resolve_device(one.get("device", "auto")), log=logging.getLogger(f"uqcal.{method}"),
+        )
+        found.append(TrainSeed(ctx, cls(ctx.params), job_digest(one)))
+    return found
