@@ -310,7 +310,7 @@ def payload(config: dict, job: Job) -> dict:
     return {"config": config}
 
 
-
+# ------------------------------------------------------------------------------------------ a train job's seeds
 def configured_job(config_path: str | None, job: Job) -> dict:
     """`payload` of a job from a config file, the whole config validated (``uqcal train --seed``, ``uqcal evaluate``)."""
     from uqcal.pipeline.config import load_config
