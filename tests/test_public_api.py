@@ -49,3 +49,8 @@ def test_a_family_imports_no_method_module_until_a_name_is_used():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_data_package_imports_nothing_heavy_until_a_name_is_used():
+    code = "import sys, uqcal.data.errors; assert 'pandas' not in sys.modules, 'pandas'"
+    subprocess.run([sys.executable, "-c", code], check=True)

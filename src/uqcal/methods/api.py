@@ -250,7 +250,7 @@ class RunContext:
     resume_dir: Path | None = None
 
     def load_data(self):
-        from uqcal.data import load_table
+        from uqcal.data.datasets import load_table
 
         return load_table(self.dataset, spec=self.dataset_spec, raw_path=self.raw_path)
 

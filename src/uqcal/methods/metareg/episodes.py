@@ -341,7 +341,7 @@ class MetaRegMethod(Method):
         return {}
 
     def load(self, ctx: RunContext) -> EpisodeData:
-        from uqcal.data import load_table
+        from uqcal.data.datasets import load_table
 
         # ctx.load_data() needs the full config; the CLI's job carries the dataset spec instead.
         table = load_table(ctx.dataset, spec=ctx.dataset_spec, raw_path=ctx.raw_path)

@@ -87,7 +87,7 @@ def run_context(job: dict, args, resume_dir: Path | None = None):
     import torch
 
     from uqcal.core.device import resolve_device
-    from uqcal.data import raw_paths
+    from uqcal.data.datasets import raw_paths
     from uqcal.methods.api import RunContext, get_entry
 
     run = (job["family"], job["dataset"], job["setting"], job["method"], job["seed"])
