@@ -386,7 +386,7 @@ class EpisodicMetaMethod(MetaRegMethod):
         "epochs": 1000,
         "lr": 1e-2,
         "batch_tasks": 32,
-        # EarlyStopping in Adam steps, chosen from benchmarks/metareg_stopping.py (docs/metareg.md, "Early
+        # EarlyStopping in Adam steps, chosen from docs/experiments/metareg_stopping.py (docs/metareg.md, "Early
         # stopping"; with 10 validation episodes per task, split.val_episodes_per_task)
         "eval_every": 10,
         "patience": 300,

@@ -1,6 +1,6 @@
 """QR on Boston under the paper's folds, at more repeats than the default's 3: does QR lower Dropout VI's CE?
 
-    PYTHONPATH=src python benchmarks/qr_boston_power.py [--repeats 20] [--base dvi] [--qr dvi_qr]
+    PYTHONPATH=src python docs/experiments/qr_boston_power.py [--repeats 20] [--base dvi] [--qr dvi_qr]
                                                         [--dataset boston] [--config config/config.yaml]
                                                         [--out fits.json]
 
