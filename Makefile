@@ -92,7 +92,7 @@ pull: venv
 
 # ruff, then the layering contracts of pyproject.toml [tool.importlinter] (docs/ARCHITECTURE.md).
 lint: venv
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks docs/experiments
 	$(BIN)/lint-imports
 
 clean:

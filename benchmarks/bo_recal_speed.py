@@ -22,7 +22,7 @@ from threadpoolctl import threadpool_limits
 
 from uqcal.data.objectives import make_synthetic
 from uqcal.methods.bo.acquisition import CalibratedAcquisition
-from uqcal.methods.bo.recalibration import fit_recalibration
+from uqcal.methods.bo.pit_recalibrator import fit_recalibration
 from uqcal.methods.bo.surrogate import _fit, _warm_start, fit_gp, hyperparameters, loo_pit, make_gp, refit_loo_pit
 
 

@@ -18,7 +18,7 @@ from torch.nn import functional as F
 
 from uqcal.core.gp.linalg import JitterCounter
 from uqcal.data.splits import class_rows, sample_fewshot_episode
-from uqcal.methods.fewshot.common import Episode, EpisodeData
+from uqcal.methods.fewshot.episodic import Episode, EpisodeData
 from uqcal.methods.fewshot.gp_core import mc_softmax
 from uqcal.methods.fewshot.md import MirrorDescentGP
 

@@ -104,7 +104,7 @@ def _glyphs(n_classes: int = 20, per_class: int = 20, size: int = 28) -> tuple[n
 def fewshot(device: torch.device, warmup: bool) -> float:
     from uqcal.core.gp.linalg import JitterCounter
     from uqcal.data.splits import class_rows, sample_fewshot_episode
-    from uqcal.methods.fewshot.common import EpisodeData
+    from uqcal.methods.fewshot.episodic import EpisodeData
     from uqcal.methods.fewshot.md import MirrorDescentGP
 
     images, labels = _glyphs()
@@ -132,7 +132,7 @@ def bo(device: torch.device, warmup: bool) -> float:
 
     from uqcal.data.objectives import make_synthetic
     from uqcal.methods.bo.acquisition import CalibratedAcquisition
-    from uqcal.methods.bo.recalibration import fit_recalibration
+    from uqcal.methods.bo.pit_recalibrator import fit_recalibration
     from uqcal.methods.bo.surrogate import fit_gp, heldout_pit
 
     objective = make_synthetic("hartmann6")

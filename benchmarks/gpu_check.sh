@@ -19,7 +19,7 @@ export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 MPLBA
 # The training tests: those whose method contexts take their device from UQCAL_TEST_DEVICE, and the
 # static device-discipline scan.
 TESTS=(
-  tests/test_device.py tests/test_device_discipline.py tests/test_reference_methods.py
+  tests/test_device.py tests/test_device_discipline.py tests/test_reference_predictors.py
   tests/test_metareg_methods.py tests/test_rio_methods.py tests/test_qr_methods.py tests/test_qr_isotonic.py
   tests/test_fewshot_methods.py tests/test_bo_methods.py
 )

@@ -3,7 +3,7 @@
 Without a preload worker every Snakemake job is a fresh `uqcal` process; this is what each pays. A job's
 process is run as Snakemake runs it, with its work function replaced by one that reports the process's CPU
 time and exits: `uqcal.data.materialise`, `uqcal.data.splits.make_split`, `RunContext.seed_everything` (right
-before `Method.train`; torch is imported by then), `uqcal.pipeline.aggregate.aggregate_family`,
+before `Method.train`; torch is imported by then), `uqcal.pipeline.summary.aggregate_family`,
 `uqcal.pipeline.report.build.build_reports`. The minimum of --repeat runs is kept (other load only adds).
 
     python benchmarks/job_startup.py --workdir COPY [--config config/config.yaml] [--src other/src] [--repeat 3]
@@ -49,7 +49,7 @@ t = os.times()
 print("CPU", t.user + t.system)
 """
 HOOKS = {"materialise": "uqcal.data:materialise", "split": "uqcal.data.splits:make_split",
-         "train": "uqcal.methods.api:RunContext.seed_everything", "aggregate": "uqcal.pipeline.aggregate:aggregate_family",
+         "train": "uqcal.methods.api:RunContext.seed_everything", "aggregate": "uqcal.pipeline.summary:aggregate_family",
          "report": "uqcal.pipeline.report.build:build_reports"}
 
 

@@ -8,7 +8,7 @@ from scipy.stats import norm
 
 from uqcal.data.objectives import make_synthetic
 from uqcal.methods.bo.acquisition import CalibratedAcquisition
-from uqcal.methods.bo.recalibration import GRID, RecalibrationMap
+from uqcal.methods.bo.pit_recalibrator import GRID, RecalibrationMap
 from uqcal.methods.bo.surrogate import fit_gp
 
 torch.set_num_threads(1)
@@ -89,7 +89,7 @@ def test_matched_rule_against_numerical_integration(model_and_data):
     from scipy.integrate import quad
 
     model, best, x = model_and_data
-    shift, scale = 0.3, 1.4  # mass beyond the map's |z| = 6 knots < 1e-4 (test_bo_recalibration)
+    shift, scale = 0.3, 1.4  # mass beyond the map's |z| = 6 knots < 1e-4 (test_bo_pit_recalibrator)
     recal = _shifted_map(shift, scale)
     acqs = {kind: CalibratedAcquisition(model, kind, best, recal, beta=4.0, mode="matched")
             for kind in ("ei", "pi", "ucb")}

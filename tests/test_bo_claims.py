@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from uqcal.metrics import replication as R
-from uqcal.pipeline.reference import DatasetRelation, Reference
+from uqcal.pipeline.paper_numbers import DatasetRelation, Reference
 from uqcal.pipeline.report.claims import NOT_RUN, ClaimContext, evaluate_claim
 from uqcal.pipeline.report.verdicts import STAND_INS
 

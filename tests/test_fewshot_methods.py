@@ -128,7 +128,7 @@ def test_best_validation_checkpoint_is_the_model_after_that_many_episodes(data, 
 
 
 def test_per_run_parameters_take_this_runs_value():
-    from uqcal.methods.fewshot.common import per_run_params
+    from uqcal.methods.fewshot.episodic import per_run_params
 
     params = {"kernel": {"glyphs": "cosine", "glyphs2digits": "rbf"}, "train_episodes": {"5w1s": 60, "5w5s": 40},
               "width": 8}

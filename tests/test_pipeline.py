@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from tests.conftest import BIN, REPO, copy_repo, run, snakemake
-from uqcal.pipeline.aggregate import SUMMARY_COLUMNS
 from uqcal.pipeline.config import iter_runs, load_config
 from uqcal.pipeline.dvc import build_dvc_yaml, dvc_outputs
+from uqcal.pipeline.summary import SUMMARY_COLUMNS
 
 pytestmark = pytest.mark.slow  # the smoke pipeline end to end (.ci/run's second pass skips it)
 

@@ -21,7 +21,7 @@ PACKAGES = [
     "uqcal.pipeline.report",
     "uqcal.pipeline.steps",
     "uqcal.methods",
-    "uqcal.methods.reference",
+    "uqcal.methods.reference_predictors",
     *(f"uqcal.methods.{family}" for family in ("metareg", "rio", "qr", "fewshot", "bo")),
 ]
 
@@ -35,7 +35,8 @@ def test_every_public_name_resolves(name):
             importlib.import_module(f"{name}.{public}")
         else:
             assert getattr(module, public) is not None, f"{name}.{public}"
-    if name.startswith("uqcal.methods.") and name.count(".") == 2 and name != "uqcal.methods.reference":  # a family
+    is_family = name.startswith("uqcal.methods.") and name.count(".") == 2 and name != "uqcal.methods.reference_predictors"
+    if is_family:
         assert "METHODS" in module.__all__ and set(module.__all__) <= set(dir(module))
         with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
             module.not_a_name  # noqa: B018
@@ -49,3 +50,8 @@ def test_a_family_imports_no_method_module_until_a_name_is_used():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_data_package_imports_nothing_heavy_until_a_name_is_used():
+    code = "import sys, uqcal.data.errors; assert 'pandas' not in sys.modules, 'pandas'"
+    subprocess.run([sys.executable, "-c", code], check=True)

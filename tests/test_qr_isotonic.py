@@ -5,7 +5,7 @@ import pytest
 from scipy.stats import norm
 
 from uqcal.methods.qr.isotonic import recalibrated_predictions
-from uqcal.methods.qr.recalibration import StandardisedRecalibration, isotonic_knots
+from uqcal.methods.qr.isotonic_gaussian import StandardisedRecalibration, isotonic_knots
 from uqcal.methods.qr.toy import isotonic_toy, isotonic_toy_figure
 from uqcal.metrics import gaussian_crps
 

@@ -18,7 +18,7 @@ from statsmodels.stats.weightstats import DescrStatsW, ttost_paired
 
 from uqcal.metrics import replication as R
 from uqcal.metrics.stats import pairs_for_power
-from uqcal.pipeline.reference import DatasetRelation, Reference
+from uqcal.pipeline.paper_numbers import DatasetRelation, Reference
 from uqcal.pipeline.report.claims import KINDS, NOT_RUN, ClaimContext, evaluate_claim
 from uqcal.pipeline.report.verdicts import NO_PAPER_NUMBER, PAPER_DATA, STAND_INS
 

@@ -11,7 +11,7 @@ from statsmodels.stats.weightstats import DescrStatsW
 
 from uqcal.metrics import replication as R
 from uqcal.metrics.classification import classification_ece, classification_mce
-from uqcal.pipeline.reference import Reference
+from uqcal.pipeline.paper_numbers import Reference
 from uqcal.pipeline.report.claims import NOT_RUN, ClaimContext, evaluate_claim
 from uqcal.pipeline.report.episode_claims import compare, episode_table, pooled_errors
 

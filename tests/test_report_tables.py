@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from tests.test_report_tree import REGISTRY, write_run, write_summary
-from uqcal.pipeline.reference import Reference, load_reference, relate_dataset
+from uqcal.pipeline.paper_numbers import Reference, load_reference, relate_dataset
 from uqcal.pipeline.report.results import load_runs, load_summary
 from uqcal.pipeline.report.tables import build_table, not_worse_than_best, paired_pvalue, to_html, to_markdown
 
@@ -170,7 +170,7 @@ def test_relate_dataset_rules():
 
 
 def test_paper_dataset_names_are_checked_against_the_reference():
-    from uqcal.pipeline.reference import paper_dataset_problems
+    from uqcal.pipeline.paper_numbers import paper_dataset_problems
 
     config = {
         "families": {"rio": {"datasets": ["concrete", "mine"]}, "qr": {"datasets": ["concrete"]}},

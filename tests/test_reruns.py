@@ -180,7 +180,7 @@ def test_a_fresh_clone_after_pull_reruns_exactly_the_job_whose_parameter_changed
 
 @pytest.mark.parametrize(("module", "families"), [
     ("uqcal.methods.qr.dvi", ("qr",)),             # one method's module
-    ("uqcal.methods.reference", None),             # the marginal baseline of every family
+    ("uqcal.methods.reference_predictors", None),  # the marginal baseline of every family
     ("uqcal.metrics.regression", None),            # a metric
 ])
 def test_a_code_change_reruns_every_job_whose_process_imports_the_module(smoke_run, tmp_path, module, families):

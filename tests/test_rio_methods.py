@@ -501,7 +501,7 @@ def test_best_among_ignores_methods_outside_the_list():
     # The NN's NLPD (ours) and the marginal reference are lower than every GP method's here; the paper ranks
     # only its GP methods for NLPD, so RIO is compared with the best of [svgp] alone, not with the marginal's.
     from uqcal.metrics import replication as R
-    from uqcal.pipeline.reference import Reference
+    from uqcal.pipeline.paper_numbers import Reference
     from uqcal.pipeline.report.claims import ClaimContext, evaluate_claim
 
     rng = np.random.default_rng(0)

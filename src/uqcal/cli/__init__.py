@@ -170,7 +170,7 @@ def exit_without_teardown() -> None:
     """End a pipeline step's process that has succeeded without Python's interpreter teardown.
 
     Finalising the modules a step has imported (torch, gpytorch, torch._dynamo's sympy, pandas, scikit-learn)
-    costs 0.5-2 s of CPU per process (benchmarks/process_teardown.py), and a default run starts ~115
+    costs 0.5-2 s of CPU per process (docs/experiments/process_teardown.py), and a default run starts ~115
     such processes. A step has written and renamed every output before it returns, so only the standard
     streams and the log handlers are left to flush.
     """

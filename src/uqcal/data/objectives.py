@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from uqcal.data import SOURCE_MODULES
+from uqcal.data.datasets import SOURCE_MODULES
 
 DIM_KINDS = ("continuous", "log", "integer", "log_integer")
 
@@ -197,7 +197,7 @@ def make_synthetic(objective: str, dim: int | None = None) -> Objective:
 def get_objective(spec: dict, *, cache_dir=None) -> Objective:
     """An objective from a dataset registry ``source`` entry (``{type: synthetic|hpo, ...}``).
 
-    The sources are the registry: ``uqcal.data.SOURCE_MODULES`` names each source type's module, and a
+    The sources are the registry: ``uqcal.data.datasets.SOURCE_MODULES`` names each source type's module, and a
     source whose datasets are objectives exports ``make_objective(spec, *, cache_dir)``. This module imports
     no source (they import it: ``Dimension``, ``Objective``, ``describe``), so there is no import circle.
     """

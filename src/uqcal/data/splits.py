@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from uqcal.data import Table
+from uqcal.data.datasets import Table
 from uqcal.data.validate import DataValidationError, check_partition, constant_task_problem, partition_sizes
 
 

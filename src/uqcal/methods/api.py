@@ -253,7 +253,7 @@ class RunContext:
     saved_predictions: Any = field(default=None, init=False, repr=False, compare=False)
 
     def load_data(self):
-        from uqcal.data import load_table
+        from uqcal.data.datasets import load_table
 
         return load_table(self.dataset, spec=self.dataset_spec, raw_path=self.raw_path)
 

@@ -8,7 +8,7 @@ How the papers mark their tables:
 - RIO (Table 2): Spearman correlation between RMSE and noise variance -> :func:`spearman`.
 
 :func:`paired_comparison` compares two methods over shared seeds: a paired test, a three-way outcome (better /
-tie / worse at level alpha), a confidence interval on the mean difference and the test's power (benchmarks/ use
+tie / worse at level alpha), a confidence interval on the mean difference and the test's power (docs/experiments/ use
 it). The report's claims decide with ``uqcal.metrics.replication`` and take from here the tests themselves, the
 fold-blocked test, Holm's adjustment and :func:`runs_for_power` (runs for 80 % power at the paper's effect).
 """

@@ -304,7 +304,7 @@ def data_problems(config: dict, root: Path | None = None) -> list[str]:
                         problems.append(f"{key}.{dataset}: unknown parameter(s) {unknown}; accepted: "
                                         f"{', '.join(sorted(set(defaults) - {'per_dataset'}))}")
     if root is not None:
-        from uqcal.pipeline.reference import paper_dataset_problems
+        from uqcal.pipeline.paper_numbers import paper_dataset_problems
 
         problems += paper_dataset_problems(config, Path(root) / "config" / "reference")
     return problems

@@ -340,7 +340,7 @@ def train_seeds(job: dict, results_dir: str | Path = "results", data_dir: str | 
     import torch
 
     from uqcal.core.device import resolve_device
-    from uqcal.data import raw_paths
+    from uqcal.data.datasets import raw_paths
     from uqcal.methods.api import RunContext, get_entry
     from uqcal.pipeline.config import job_digest, per_seed_jobs
 

@@ -12,12 +12,12 @@ from uqcal.methods.api import MethodEntry
 _RIO_GP = "uqcal.methods.rio.rio:ResidualIOGP"
 _DVI = "uqcal.methods.qr.dvi:DropoutVI"
 _DE = "uqcal.methods.qr.ensemble:DeepEnsemble"
-_ISOTONIC = "uqcal.methods.arena.recalibration:IsotonicOnValidation"
-_VARIANCE_SCALING = "uqcal.methods.arena.recalibration:VarianceScaling"
+_ISOTONIC = "uqcal.methods.arena.posthoc_recalibration:IsotonicOnValidation"
+_VARIANCE_SCALING = "uqcal.methods.arena.posthoc_recalibration:VarianceScaling"
 
 # The methods as their own families define them (the same overrides: rio's and qr's registries).
 BASE_METHODS: dict[str, MethodEntry] = {
-    "marginal": MethodEntry("uqcal.methods.reference:MarginalGaussian"),
+    "marginal": MethodEntry("uqcal.methods.reference_predictors:MarginalGaussian"),
     "nn": MethodEntry("uqcal.methods.rio.network:RioNetwork"),
     "rio": MethodEntry(_RIO_GP, overrides={"target": "residual", "kernel_inputs": "io"}, depends_on="nn"),
     "svgp": MethodEntry(_RIO_GP, overrides={"target": "y", "kernel_inputs": "i"}, depends_on="nn"),
@@ -38,7 +38,7 @@ for _base in RECALIBRATED_BASES:
 _PUBLIC = {
     "IsotonicOnValidation": _ISOTONIC,
     "VarianceScaling": _VARIANCE_SCALING,
-    "variance_scale": "uqcal.methods.arena.recalibration:variance_scale",
+    "variance_scale": "uqcal.methods.arena.posthoc_recalibration:variance_scale",
 }
 __all__ = [
     "METHODS",

@@ -1,7 +1,7 @@
 """Methods of the `bo` family (Deshpande & Kuleshov). Add a method: one module here plus one line in METHODS.
 
 `random` is this family's paired random search (same initial design as the BO methods, same metrics);
-it replaces the spine's reference `uqcal.methods.reference:RandomSearch` for this family.
+it replaces the spine's reference `uqcal.methods.reference_predictors:RandomSearch` for this family.
 
 `calibrated` is the paper's procedure: leave-one-out PIT values from GPs retrained on each split
 (Algorithm 4), a GP recalibrator (Sec. 5) and the acquisition rule of ``acquisition.py`` (recalibrated
@@ -35,8 +35,8 @@ _PUBLIC = {
     "CalibratedBO": "uqcal.methods.bo.calibrated:CalibratedBO",
     "RandomSearchBO": "uqcal.methods.bo.calibrated:RandomSearchBO",
     "CalibratedAcquisition": "uqcal.methods.bo.acquisition:CalibratedAcquisition",
-    "RecalibrationMap": "uqcal.methods.bo.recalibration:RecalibrationMap",
-    "fit_recalibration": "uqcal.methods.bo.recalibration:fit_recalibration",
+    "RecalibrationMap": "uqcal.methods.bo.pit_recalibrator:RecalibrationMap",
+    "fit_recalibration": "uqcal.methods.bo.pit_recalibrator:fit_recalibration",
     "fit_gp": "uqcal.methods.bo.surrogate:fit_gp",
     "heldout_pit": "uqcal.methods.bo.surrogate:heldout_pit",
 }

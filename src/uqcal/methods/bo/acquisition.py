@@ -2,7 +2,7 @@
 ``AnalyticAcquisitionFunction`` s so that ``optimize_acqf`` can maximise them.
 
 The GP forecast at x is N(mu, sigma^2) (botorch's ``model.posterior(X)``); the recalibrated forecast is
-y = mu + sigma Z with P(Z <= z) = R(Phi(z)) (``recalibration.py``). The paper leaves how it reaches EI/PI/UCB
+y = mu + sigma Z with P(Z <= z) = R(Phi(z)) (``pit_recalibrator.py``). The paper leaves how it reaches EI/PI/UCB
 unstated beyond "we calibrate by mapping the standard deviation sigma to sigma_new" (Sec. 5); ``mode``
 makes the rule explicit. With best value b:
 
@@ -31,7 +31,7 @@ from botorch.acquisition.analytic import AnalyticAcquisitionFunction
 from botorch.utils.transforms import t_batch_mode_transform
 from scipy.stats import norm
 
-from uqcal.methods.bo.recalibration import RecalibrationMap, torch_interp
+from uqcal.methods.bo.pit_recalibrator import RecalibrationMap, torch_interp
 
 ACQUISITIONS = ("ei", "pi", "ucb")
 CALIBRATED_ACQ_MODES = ("matched", "sigma", "quantile")

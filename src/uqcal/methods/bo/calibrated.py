@@ -35,7 +35,7 @@ from uqcal.core.gp.failures import FitFailures
 from uqcal.data.objectives import Objective, get_objective
 from uqcal.methods.api import Method, RunContext, load_predictions
 from uqcal.methods.bo.acquisition import ACQUISITIONS, CALIBRATED_ACQ_MODES, CalibratedAcquisition
-from uqcal.methods.bo.recalibration import RECALIBRATORS, RecalibrationMap, fit_recalibration
+from uqcal.methods.bo.pit_recalibrator import RECALIBRATORS, RecalibrationMap, fit_recalibration
 from uqcal.methods.bo.surrogate import KERNELS, PIT_MODES, fit_gp, heldout_pit
 from uqcal.metrics import calibration_score as shared_calibration_score
 

@@ -6,8 +6,8 @@ from uqcal.methods.api import MethodEntry
 _MD = "uqcal.methods.fewshot.md:MirrorDescentGP"
 
 METHODS: dict[str, MethodEntry] = {
-    "uniform": MethodEntry("uqcal.methods.reference:UniformClassifier"),
-    # main table (Tables 1 and 2); every method also reports recalibrated ECE/MCE (recalibration.py)
+    "uniform": MethodEntry("uqcal.methods.reference_predictors:UniformClassifier"),
+    # main table (Tables 1 and 2); every method also reports recalibrated ECE/MCE (temperature_scaling.py)
     "md": MethodEntry(_MD),
     "gd": MethodEntry(_MD, overrides={"inference": "gd"}),
     "dkt": MethodEntry("uqcal.methods.fewshot.dkt:DKT"),

@@ -17,7 +17,7 @@ from torch.nn import functional as F
 from uqcal.core.gp.linalg import psd_safe_cholesky
 
 from .backbones import build_backbone
-from .common import Episode, EpisodicMethod
+from .episodic import Episode, EpisodicMethod
 from .gp_core import ClassKernels, predictive_logit_samples
 
 

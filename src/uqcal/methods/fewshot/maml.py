@@ -13,7 +13,7 @@ from torch.func import functional_call
 from torch.nn import functional as F
 
 from .backbones import build_backbone
-from .common import Episode, EpisodicMethod
+from .episodic import Episode, EpisodicMethod
 
 
 class ConvClassifier(nn.Module):

@@ -13,7 +13,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .backbones import build_backbone
-from .common import Episode, EpisodeData, EpisodicMethod
+from .episodic import Episode, EpisodeData, EpisodicMethod
 from .gp_core import (
     ClassKernels,
     dense_elbo,

@@ -7,7 +7,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .backbones import build_backbone
-from .common import Episode, EpisodicMethod
+from .episodic import Episode, EpisodicMethod
 
 
 def prototype_logits(support_features, support_y, query_features, n_way: int) -> torch.Tensor:

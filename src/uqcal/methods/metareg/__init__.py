@@ -13,7 +13,7 @@ _POOLED = "uqcal.methods.metareg.neural:PooledNet"
 _GAUSSIAN_GP = {"objective": "nll", "calibration": "none"}
 
 METHODS: dict[str, MethodEntry] = {
-    "marginal": MethodEntry("uqcal.methods.reference:MarginalGaussian"),
+    "marginal": MethodEntry("uqcal.methods.reference_predictors:MarginalGaussian"),
     # Table 1-3: the proposed method and the baselines
     "metacal": MethodEntry(_METACAL),
     "mdkl": MethodEntry(_METACAL, overrides=_GAUSSIAN_GP),

@@ -341,7 +341,7 @@ class MetaRegMethod(Method):
         return {}
 
     def load(self, ctx: RunContext) -> EpisodeData:
-        from uqcal.data import load_table
+        from uqcal.data.datasets import load_table
 
         # ctx.load_data() needs the full config; the CLI's job carries the dataset spec instead.
         table = load_table(ctx.dataset, spec=ctx.dataset_spec, raw_path=ctx.raw_path)
@@ -386,7 +386,7 @@ class EpisodicMetaMethod(MetaRegMethod):
         "epochs": 1000,
         "lr": 1e-2,
         "batch_tasks": 32,
-        # EarlyStopping in Adam steps, chosen from benchmarks/metareg_stopping.py (docs/metareg.md, "Early
+        # EarlyStopping in Adam steps, chosen from docs/experiments/metareg_stopping.py (docs/metareg.md, "Early
         # stopping"; with 10 validation episodes per task, split.val_episodes_per_task)
         "eval_every": 10,
         "patience": 300,

@@ -12,7 +12,7 @@ _TARGET = {"dvi": _DVI, "de": _DE}
 CALIBRATION_FRACTION = 0.2
 
 METHODS: dict[str, MethodEntry] = {
-    "marginal": MethodEntry("uqcal.methods.reference:MarginalGaussian"),
+    "marginal": MethodEntry("uqcal.methods.reference_predictors:MarginalGaussian"),
 }
 for _base in ("dvi", "de"):
     _target, _lam = _TARGET[_base], _LAMBDA[_base]

@@ -18,7 +18,7 @@ import pandas as pd
 
 from uqcal.core.io import load_torch
 from uqcal.methods.api import Method, RunContext
-from uqcal.methods.qr.recalibration import StandardisedRecalibration, isotonic_knots
+from uqcal.methods.qr.isotonic_gaussian import StandardisedRecalibration, isotonic_knots
 
 QUANTILE_LEVELS = (0.025, 0.05, 0.16, 0.84, 0.95, 0.975)
 FIT_ON = ("train", "calibration")

@@ -18,7 +18,7 @@ import numpy as np
 from scipy.stats import norm
 from sklearn.linear_model import BayesianRidge
 
-from uqcal.methods.qr.recalibration import StandardisedRecalibration, isotonic_knots
+from uqcal.methods.qr.isotonic_gaussian import StandardisedRecalibration, isotonic_knots
 
 
 def isotonic_toy(seed: int = 0, n_train: int = 256, n_calibration: int = 32, x_test: float = 1.0,

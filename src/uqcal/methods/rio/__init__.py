@@ -12,7 +12,7 @@ from uqcal.methods.api import MethodEntry
 _GP = "uqcal.methods.rio.rio:ResidualIOGP"
 
 METHODS: dict[str, MethodEntry] = {
-    "marginal": MethodEntry("uqcal.methods.reference:MarginalGaussian"),
+    "marginal": MethodEntry("uqcal.methods.reference_predictors:MarginalGaussian"),
     "nn": MethodEntry("uqcal.methods.rio.network:RioNetwork"),
     "rio": MethodEntry(_GP, overrides={"target": "residual", "kernel_inputs": "io"}, depends_on="nn"),
     "rio_ys": MethodEntry(

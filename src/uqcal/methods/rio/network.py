@@ -22,7 +22,7 @@ from torch import nn
 from uqcal.core.io import load_torch
 from uqcal.core.nn import mlp
 from uqcal.methods.api import Method
-from uqcal.methods.rio.common import apply_per_dataset, load_holdout
+from uqcal.methods.rio.holdout import apply_per_dataset, load_holdout
 
 RMSPROP_ALPHA, RMSPROP_EPS = 0.9, 1e-7  # Keras RMSprop(0.001): rho 0.9, epsilon 1e-7
 

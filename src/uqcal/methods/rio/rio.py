@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from uqcal.methods.api import Method, load_predictions
-from uqcal.methods.rio.common import apply_per_dataset, load_holdout
+from uqcal.methods.rio.holdout import apply_per_dataset, load_holdout
 from uqcal.methods.rio.network import load_network, network_predict
 from uqcal.methods.rio.svgp import KERNEL_INPUTS, fit_svgp
 

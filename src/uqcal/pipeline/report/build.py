@@ -21,7 +21,7 @@ import pandas as pd
 import yaml
 
 from uqcal.core.io import write_json, write_text
-from uqcal.pipeline.reference import DatasetRelation, Reference, load_reference, relate_dataset
+from uqcal.pipeline.paper_numbers import DatasetRelation, Reference, load_reference, relate_dataset
 from uqcal.pipeline.report import html as H
 from uqcal.pipeline.report.claims import ClaimContext, ClaimResult, evaluate_claims
 from uqcal.pipeline.report.figures import FigureContext, build_figure, pit_values
@@ -79,7 +79,7 @@ def planned_runs(config: dict, family: str) -> dict[tuple[str, str, str], list[i
 def planned_view(config: dict, results_dir: Path, families: list[str]) -> Iterator[Path]:
     """A temporary ``results/`` holding only the config's planned runs (links to the real run folders)
     and each family's ``summary.csv`` rows for them; every reader of the report goes through it."""
-    from uqcal.pipeline.aggregate import collect_metrics, summarise
+    from uqcal.pipeline.summary import collect_metrics, summarise
 
     results_dir = Path(results_dir).resolve()
     with tempfile.TemporaryDirectory(prefix="uqcal-report-view-") as tmp:

@@ -9,7 +9,7 @@ tested after the run.
 from __future__ import annotations
 
 from uqcal.pipeline.config import methods_for, seeds_for, settings_for
-from uqcal.pipeline.reference import paper_dataset_for
+from uqcal.pipeline.paper_numbers import paper_dataset_for
 
 
 def claim_methods(check: dict) -> tuple[set[str], set[str]]:

@@ -17,7 +17,7 @@ Spec::
             settings: [...], datasets: [...], n_boot: 2000}
 
 ``probs`` picks the probability columns: the model's predictive (raw, p0..) or a recalibration's
-(``<probs>_p0..``, fewshot recalibration.py). A row holds when every comparison meets ``require``.
+(``<probs>_p0..``, fewshot temperature_scaling.py). A row holds when every comparison meets ``require``.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from uqcal.metrics.stats import PAIRED_TESTS, paired_pvalue
-from uqcal.pipeline.reference import DatasetRelation, Reference
+from uqcal.pipeline.paper_numbers import DatasetRelation, Reference
 
 TESTS = PAIRED_TESTS
 

@@ -20,7 +20,7 @@ import pandas as pd
 
 from uqcal.metrics import replication as R
 from uqcal.metrics.stats import holm_adjust
-from uqcal.pipeline.reference import DatasetRelation, Reference
+from uqcal.pipeline.paper_numbers import DatasetRelation, Reference
 from uqcal.pipeline.report.tables import fmt
 
 VERDICTS = R.VERDICTS

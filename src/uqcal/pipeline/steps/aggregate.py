@@ -11,7 +11,7 @@ LOG = logging.getLogger("uqcal")
 
 
 def run(args) -> int:
-    from uqcal.pipeline.aggregate import aggregate_family
+    from uqcal.pipeline.summary import aggregate_family
 
     with running(args, "aggregate", (args.family,), elsewhere=args.out is not None) as spec:
         job = spec["job"]

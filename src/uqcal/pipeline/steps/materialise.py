@@ -10,7 +10,7 @@ LOG = logging.getLogger("uqcal")
 
 
 def run(args) -> int:
-    from uqcal.data import materialise
+    from uqcal.data.datasets import materialise
 
     with running(args, "materialise", (args.dataset,)) as spec:
         job = spec["job"]

@@ -28,7 +28,7 @@ def run(args) -> int:
 
 def _write(args, jobs: list[dict]) -> None:
     from uqcal.core.io import write_json
-    from uqcal.data import load_table, raw_paths
+    from uqcal.data.datasets import load_table, raw_paths
     from uqcal.data.splits import make_split
     from uqcal.pipeline.config import split_path
 

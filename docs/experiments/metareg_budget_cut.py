@@ -7,7 +7,7 @@ run's own task splits twice, once as the default config has them and once with t
 from the default run's results (same splits, same meta-test episodes), with a paired t-test over splits.
 
 Run after the default run (`snakemake --cores 2 results/metareg/summary.csv`):
-    PYTHONPATH=src python benchmarks/metareg_budget_cut.py [--methods mng mbd] [--datasets exam]
+    PYTHONPATH=src python docs/experiments/metareg_budget_cut.py [--methods mng mbd] [--datasets exam]
 
 Other variants (any method, any parameters; the default-config run is skipped with --no-cut):
     ... --methods metacal --set patience=1000 --no-cut --per-seed   (metacal without the patience stop)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from tests.conftest import method_device
 from uqcal.methods.api import RunContext
-from uqcal.methods.reference import MarginalGaussian
+from uqcal.methods.reference_predictors import MarginalGaussian
 
 
 def _metareg_run(tmp_path, frame: pd.DataFrame, split: dict) -> pd.DataFrame:

@@ -10,7 +10,7 @@ same meta-trained GP before its map r (Eq. 6's h_U, the ``pit_uncal`` column of 
 after it, r's paired effect, and the uncalibrated GP against MDKL. Nothing is trained; reads metrics.json and
 metacal's predictions.parquet.
 
-    PYTHONPATH=src python benchmarks/metareg_ece_floor.py [--results results] [--a metacal] [--b mdkl]
+    PYTHONPATH=src python docs/experiments/metareg_ece_floor.py [--results results] [--a metacal] [--b mdkl]
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ resources function and a priority, like ``workflow/rules/train.smk``) once per t
 number of scheduling passes (``--verbose`` "Ready jobs" lines), the CPU seconds of Snakemake and its
 children (bash and sleep, the same in every row) and the wall time.
 
-Run: python benchmarks/snakemake_scheduler.py [--jobs 116] [--sleep 1] [--cores 2] [--timespans 100/1s,300/3s]
+Run: python docs/experiments/snakemake_scheduler.py [--jobs 116] [--sleep 1] [--cores 2] [--timespans 100/1s,300/3s]
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ This prints ELBO(step) for both on the same fixed kernel, same initial q (the pr
 for several step sizes and kernel output scales: 5-way 5-shot episodes of scikit-learn digits, features =
 centred, L2-normalised pixels (a cosine kernel, as `kernel: cosine`), kernel = scale * cosine similarity.
 
-Run: PYTHONPATH=src python benchmarks/fewshot_convergence.py [--episodes 5] [--steps 30] [--kernel rbf]
+Run: PYTHONPATH=src python docs/experiments/fewshot_convergence.py [--episodes 5] [--steps 30] [--kernel rbf]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Diamonds (43k training rows): does minibatch Adam train SVGP and RIO to a plateau? ELBO and test metrics by epoch.
 
-    python benchmarks/rio_diamonds_adam.py --seeds 0 1 --epochs 40 --lr 0.05 --batch-size 1024
+    python docs/experiments/rio_diamonds_adam.py --seeds 0 1 --epochs 40 --lr 0.05 --batch-size 1024
 
 Needs the default run's `nn` networks and splits for diamonds (results/rio/diamonds/holdout/nn/seed<k>/,
 data/splits/rio/diamonds/holdout/seed<k>.json). For each seed and method (svgp = Y+I, rio = R+IO with the

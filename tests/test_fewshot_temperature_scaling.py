@@ -1,4 +1,4 @@
-"""The fewshot recalibrations (recalibration.py) against independent references and known answers."""
+"""The fewshot recalibrations (temperature_scaling.py) against independent references and known answers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from uqcal.methods.fewshot.recalibration import (
+from uqcal.methods.fewshot.temperature_scaling import (
     AUTHORS_GRID,
     Recalibration,
     calibration_errors,

@@ -9,7 +9,7 @@ Plateau: the first check whose validation accuracy is within one standard error 
 episodes, of the best check) of the best check's accuracy; later checks do not beat it significantly.
 
 Needs the dataset and split of the default config (``snakemake --cores 2 data/splits/fewshot/glyphs/5w5s/seed0.json``).
-Run: PYTHONPATH=src python benchmarks/fewshot_learning_curve.py --methods md,protonet --episodes 3000
+Run: PYTHONPATH=src python docs/experiments/fewshot_learning_curve.py --methods md,protonet --episodes 3000
 """
 
 from __future__ import annotations

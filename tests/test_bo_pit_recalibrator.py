@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from uqcal.methods.bo.recalibration import GRID, empirical_cdf_targets, fit_recalibration
+from uqcal.methods.bo.pit_recalibrator import GRID, empirical_cdf_targets, fit_recalibration
 
 
 def _pits(scale, n=40, seed=0):
@@ -47,7 +47,7 @@ def test_isotonic_fit_is_the_empirical_cdf_on_its_support():
 def _gaussian_map(shift, scale):
     """R of a forecast whose residuals are N(shift, scale^2) in its own standardised units:
     R(p) = Phi((Phi^-1(p) - shift) / scale) (so Z = Phi^-1(R^-1(U)) ~ N(shift, scale^2))."""
-    from uqcal.methods.bo.recalibration import RecalibrationMap
+    from uqcal.methods.bo.pit_recalibrator import RecalibrationMap
 
     values = norm.cdf((norm.ppf(np.clip(GRID, 1e-300, 1.0)) - shift) / scale)
     values[0], values[-1] = 0.0, 1.0
@@ -55,7 +55,7 @@ def _gaussian_map(shift, scale):
 
 
 def test_identity_moments_and_quantiles():
-    from uqcal.methods.bo.recalibration import RecalibrationMap
+    from uqcal.methods.bo.pit_recalibrator import RecalibrationMap
 
     identity = RecalibrationMap.identity_map()
     assert identity.moments() == (0.0, 1.0)

@@ -16,8 +16,8 @@ Tables:
    steps): mean regret R(chosen step) - min R over seeds and episode sets, and the mean stopping step
    (the CPU it costs). The rule is applied alike to every method measured.
 
-Run: PYTHONPATH=src python benchmarks/metareg_stopping.py [--methods metacal mdkl] [--save curves.npz]
-     PYTHONPATH=src python benchmarks/metareg_stopping.py --load curves.npz   (analysis only)
+Run: PYTHONPATH=src python docs/experiments/metareg_stopping.py [--methods metacal mdkl] [--save curves.npz]
+     PYTHONPATH=src python docs/experiments/metareg_stopping.py --load curves.npz   (analysis only)
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """QR on Boston under the paper's folds, at more repeats than the default's 3: does QR lower Dropout VI's CE?
 
-    PYTHONPATH=src python benchmarks/qr_boston_power.py [--repeats 20] [--base dvi] [--qr dvi_qr]
+    PYTHONPATH=src python docs/experiments/qr_boston_power.py [--repeats 20] [--base dvi] [--qr dvi_qr]
                                                         [--dataset boston] [--config config/config.yaml]
                                                         [--out fits.json]
 
@@ -32,7 +32,7 @@ from uqcal.data.splits import kfold_split
 from uqcal.methods.api import RunContext, get_entry, resolve_params
 from uqcal.metrics.stats import fold_blocked_test, runs_for_power
 from uqcal.pipeline.config import load_config
-from uqcal.pipeline.reference import load_reference
+from uqcal.pipeline.paper_numbers import load_reference
 
 FOLDS = 5
 

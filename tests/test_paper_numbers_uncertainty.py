@@ -156,7 +156,7 @@ def test_rio_table1_marks_and_rows():
 
 
 def test_reference_loader_still_reads_every_file():
-    from uqcal.pipeline.reference import load_reference
+    from uqcal.pipeline.paper_numbers import load_reference
 
     for family in FAMILIES:
         reference = load_reference(REFERENCE, family)
@@ -168,7 +168,7 @@ def test_a_dagger_against_rio_bounds_the_papers_se_of_a_difference():
     |diff| / t(.975, 99), far below the sqrt formula that ignores the shared splits (CCS, RMSE)."""
     from scipy import stats
 
-    from uqcal.pipeline.reference import load_reference
+    from uqcal.pipeline.paper_numbers import load_reference
 
     ref = load_reference(Path("config/reference"), "rio")
     diff = ref.paper_difference("table1", "CCS", "holdout", "r_i", "rio", "rmse")

@@ -8,7 +8,7 @@ noncentral t, divided by the Wilcoxon test's asymptotic relative efficiency 3/pi
 in the report's claims: ``uqcal.metrics.stats``). ``needed`` = inf: no difference was observed (d = 0). The last
 columns are the planning numbers: pairs for 80 % power at d = 0.5 and d = 0.8 (a "medium" and "large"
 effect) do not depend on the data.
-    PYTHONPATH=src python benchmarks/bo_power.py [--results results/bo] [--csv out.csv]
+    PYTHONPATH=src python docs/experiments/bo_power.py [--results results/bo] [--csv out.csv]
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ succeeded (``exit_without_teardown``). The two run alternately, --repeat pairs (
 minute to minute, so unpaired minima mislead); printed: the median CPU (user + system, the child's rusage) of
 each and the median of the paired differences, what the teardown costs every such process.
 
-    python benchmarks/process_teardown.py [--repeat 5]
+    python docs/experiments/process_teardown.py [--repeat 5]
 """
 
 from __future__ import annotations

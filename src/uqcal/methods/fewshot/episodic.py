@@ -22,7 +22,7 @@ from uqcal.core.gp.linalg import JitterCounter
 from uqcal.methods.api import Method, RunContext, load_predictions
 
 from .gp_core import mc_softmax
-from .recalibration import Recalibration
+from .temperature_scaling import Recalibration
 
 
 @dataclass
@@ -149,7 +149,7 @@ class EpisodicMethod(Method):
         "loss_curve_every": 10,  # record the outer loss every this many episodes
         "val_every": 100,  # validate every this many episodes and keep the best (0: keep the last model)
         "n_val_check": 20,  # validation episodes (the split's first ones) for checkpoint selection
-        "recalibrate": True,  # fit the recalibrations on all validation episodes (recalibration.py)
+        "recalibrate": True,  # fit the recalibrations on all validation episodes (temperature_scaling.py)
     }
     stochastic_prediction = False
 

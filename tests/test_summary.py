@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from uqcal.core.io import write_json
-from uqcal.pipeline.aggregate import SUMMARY_COLUMNS, aggregate_family
+from uqcal.pipeline.summary import SUMMARY_COLUMNS, aggregate_family
 
 
 def test_aggregate_mean_std_n(tmp_path):

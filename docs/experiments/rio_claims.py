@@ -1,6 +1,6 @@
 """Table 1 / Table 2 view of the rio family's finished runs, with the paper's CCS numbers beside ours.
 
-    python benchmarks/rio_claims.py [--results-dir results]
+    python docs/experiments/rio_claims.py [--results-dir results]
 
 Reads results/rio/<dataset>/holdout/<method>/seed*/metrics.json (whatever seeds exist), prints per dataset
 mean ± std of RMSE / NLPD / sigma_n^2 / GP seconds / improvement ratio with † (paired t-test) and ‡ (Wilcoxon)
