@@ -12,7 +12,7 @@ min_version("9.0")
 # before it starts Snakemake, which (for --configfile) has loaded the file by the time this runs.
 import os
 
-from uqcal.pipeline.config import ConfigError, check_raw_config, profile_problem
+from uqcal.pipeline.config.source import ConfigError, check_raw_config, profile_problem
 
 # A cluster profile given as --profile loses to workflow/profiles/default (threads, latency-wait, keep-going).
 if workflow.is_main_process and (_problem := profile_problem(sys.argv, dict(os.environ))):
@@ -38,7 +38,7 @@ include: "workflow/rules/report.smk"
 
 rule all:
     input:
-        expand("results/{family}/summary.csv", family=FAMILY_NAMES),
+        expand(SUMMARY, family=FAMILY_NAMES),
         "reports/index.html",
     default_target: True
 

@@ -9,7 +9,9 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, copy_repo, snakemake
-from uqcal.pipeline.config import ConfigError, iter_runs, load_config, prepare_config
+from uqcal.pipeline.config.load import load_config, prepare_config
+from uqcal.pipeline.config.runs import iter_runs
+from uqcal.pipeline.config.source import ConfigError
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +32,7 @@ def test_shipped_configs_are_valid(name):
 def test_extended_config_repeats_every_default_run_exactly():
     """config/extended.yaml adds runs to the default; every default run is the same job there, so a
     results/ tree of the default run is reused rather than retrained."""
-    from uqcal.pipeline.config import run_job
+    from uqcal.pipeline.config.payloads import run_job
 
     default, extended = load_config(REPO / "config/config.yaml"), load_config(REPO / "config/extended.yaml")
     runs = list(iter_runs(default))
@@ -108,7 +110,7 @@ def test_method_restrictions_filter_runs(smoke_raw):
 
 
 def test_a_setting_sets_its_own_seed_count_for_all_or_named_datasets(smoke_raw):
-    from uqcal.pipeline.config import batch_job, run_job, split_batch_job
+    from uqcal.pipeline.config.payloads import batch_job, run_job, split_batch_job
 
     cfg = copy.deepcopy(smoke_raw)
     rio = cfg["families"]["rio"]
@@ -133,7 +135,7 @@ def test_a_setting_sets_its_own_seed_count_for_all_or_named_datasets(smoke_raw):
 
 
 def test_a_method_runs_the_first_of_its_settings_seeds(smoke_raw):
-    from uqcal.pipeline.config import batch_job, run_job
+    from uqcal.pipeline.config.payloads import batch_job, run_job
 
     cfg = copy.deepcopy(smoke_raw)
     rio = cfg["families"]["rio"]

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import REPO
 from uqcal.pipeline import jobs as J
-from uqcal.pipeline.config import load_config
+from uqcal.pipeline.config.load import load_config
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import yaml
 
 from tests.conftest import BIN, REPO, copy_repo, run, snakemake
 from uqcal.pipeline import jobs as J
-from uqcal.pipeline.config import load_config
+from uqcal.pipeline.config.load import load_config
 from uqcal.pipeline.dvc import build_dvc_yaml
 
 CONFIG = "config/table.yaml"

@@ -12,7 +12,8 @@ import yaml
 
 from tests.conftest import BIN, REPO, copy_repo, run, snakemake
 from uqcal.pipeline.aggregate import SUMMARY_COLUMNS
-from uqcal.pipeline.config import iter_runs, load_config
+from uqcal.pipeline.config.load import load_config
+from uqcal.pipeline.config.runs import iter_runs
 from uqcal.pipeline.dvc import build_dvc_yaml, dvc_outputs
 
 pytestmark = pytest.mark.slow  # the smoke pipeline end to end (.ci/run's second pass skips it)

@@ -19,7 +19,9 @@ from uqcal.data import load_table, materialise
 from uqcal.data.errors import DataSourceError
 from uqcal.data.splits import make_split
 from uqcal.data.validate import DataValidationError, partition_sizes
-from uqcal.pipeline.config import ConfigError, batch_job, dataset_job, prepare_config, split_batch_job
+from uqcal.pipeline.config.load import prepare_config
+from uqcal.pipeline.config.payloads import batch_job, dataset_job, split_batch_job
+from uqcal.pipeline.config.source import ConfigError
 
 
 def spec_for(path, **extra) -> dict:

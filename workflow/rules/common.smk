@@ -5,7 +5,9 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from uqcal.pipeline import jobs as J
-from uqcal.pipeline.config import ConfigError, prepare_config
+from uqcal.pipeline.config.load import prepare_config
+from uqcal.pipeline.config.source import ConfigError
+from uqcal.pipeline.layout import RunLayout
 
 CONFIG_FILE = (
     str(workflow.overwrite_configfiles[-1]) if workflow.overwrite_configfiles else "config/config.yaml"
@@ -34,8 +36,12 @@ for _job, _reason in J.refresh_specs(UQ, CONFIG_FILE, PLAN).items():
 UPSTREAM = {(job.key[0], up.key[3]) for job in PLAN if job.rule == "train"
             for up in J.upstream(UQ, job) if up.rule == "train"}
 
-METHOD_DIR = "results/{family}/{dataset}/{setting}/{method}"  # seed<k>/ folders inside
-SPLIT_DIR = "data/splits/{family}/{dataset}/{setting}"  # seed<k>.json inside
+# The rules' outputs: uqcal.pipeline.layout's paths, with wildcards for the names.
+_LAYOUT = RunLayout()
+RAW_PARQUET, RAW_PROVENANCE = (path.as_posix() for path in _LAYOUT.raw_files("{dataset}"))
+SPLIT_DIR = _LAYOUT.split_dir("{family}", "{dataset}", "{setting}").as_posix()  # seed<k>.json inside
+METHOD_DIR = _LAYOUT.method_dir("{family}", "{dataset}", "{setting}", "{method}").as_posix()  # seed<k>/ inside
+SUMMARY = _LAYOUT.summary("{family}").as_posix()
 
 
 def record(rule, pattern):

@@ -81,7 +81,8 @@ class Job:
 # ------------------------------------------------------------------------------------------ the plan
 def plan(config: dict) -> list[Job]:
     """Every job of a (prepared) config, upstream before downstream."""
-    from uqcal.pipeline.config import iter_batches, raw_dependencies, settings_for
+    from uqcal.pipeline.config.registry import raw_dependencies
+    from uqcal.pipeline.config.runs import iter_batches, settings_for
 
     jobs: list[Job] = []
     datasets = sorted({b.dataset for b in iter_batches(config)})
@@ -107,22 +108,23 @@ def _depends_on(batch) -> str | None:
 
 def outputs(job: Job) -> list[str]:
     """The job's artifacts (files or folders), its record apart."""
-    from uqcal.pipeline.config import split_dir
+    from uqcal.pipeline.layout import RunLayout
 
+    layout = RunLayout()
     if job.rule == "materialise":
-        return [f"data/raw/{job.key[0]}.parquet", f"data/raw/{job.key[0]}.json"]
+        return [path.as_posix() for path in layout.raw_files(job.key[0])]
     if job.rule == "split":
-        return [split_dir(*job.key)]
+        return [layout.split_dir(*job.key).as_posix()]
     if job.rule == "train":
-        return ["results/" + "/".join(job.key)]
+        return [layout.method_dir(*job.key).as_posix()]
     if job.rule == "aggregate":
-        return [f"results/{job.key[0]}/summary.csv"]
+        return [layout.summary(job.key[0]).as_posix()]
     return ["reports"]
 
 
 def upstream(config: dict, job: Job) -> list[Job]:
     """The jobs whose outputs this job reads."""
-    from uqcal.pipeline.config import raw_dependencies
+    from uqcal.pipeline.config.registry import raw_dependencies
 
     if job.rule == "materialise":
         return [Job("materialise", (m,)) for m in raw_dependencies(config, job.key[0])]
@@ -165,7 +167,7 @@ def _entry(family: str, method: str):
 
 
 def _batches(config: dict, family: str):
-    from uqcal.pipeline.config import iter_batches
+    from uqcal.pipeline.config.runs import iter_batches
 
     return list(iter_batches(config, [family]))
 
@@ -197,7 +199,7 @@ def param_keys(config: dict, job: Job, config_path: str) -> list[tuple[str, str]
 
     Only keys that change what the job computes: not the selectors that decide which jobs exist (a setting's
     or a method's ``datasets``, a method's ``settings``), not another dataset's entry of a per-dataset table,
-    not a registry entry's report labels (``uqcal.pipeline.config.DISPLAY_KEYS``). So a config that selects
+    not a registry entry's report labels (``uqcal.pipeline.config.registry.DISPLAY_KEYS``). So a config that selects
     the same job differently (config/extended.yaml runs cv5_shuffled on every dataset) leaves it current.
     """
     if job.rule == "materialise":
@@ -218,7 +220,9 @@ def param_keys(config: dict, job: Job, config_path: str) -> list[tuple[str, str]
         return _present(config_path, [f"families.{family}.datasets", f"families.{family}.seeds",
                                       f"families.{family}.settings", f"families.{family}.methods"])
     # The report reads the whole config (families, methods, datasets, its own section) and the registry.
-    return [(config_path, ""), *((path, "") for path in _registry_files(config))]
+    from uqcal.pipeline.config.registry import registry_files
+
+    return [(config_path, ""), *((path, "") for path in registry_files(config))]
 
 
 def _entry_keys(path: str, prefix: str, dataset: str, drop: tuple[str, ...]) -> list[str]:
@@ -240,23 +244,21 @@ def _entry_keys(path: str, prefix: str, dataset: str, drop: tuple[str, ...]) -> 
 
 def _registry_keys(config: dict, dataset: str, config_path: str) -> list[tuple[str, str]]:
     """A dataset's registry entry, key by key, without the report's labels."""
-    from uqcal.pipeline.config import DISPLAY_KEYS
+    from uqcal.pipeline.config.registry import DISPLAY_KEYS
 
     path, key = _registry_key(config, dataset, config_path)
     entry = _lookup(_yaml_file(path), key)
     return [(path, f"{key}.{name}") for name in entry if name not in DISPLAY_KEYS]
 
 
-def _registry_files(config: dict) -> list[str]:
-    return list(config.get("dataset_registry", ["config/datasets.yaml"]))
-
-
 def _registry_key(config: dict, dataset: str, config_path: str) -> tuple[str, str]:
     """Where a dataset's registry entry comes from: the config itself, else the last registry file naming it."""
     if dataset in config.get("datasets_inline", []):
         return config_path, f"datasets.{dataset}"
-    found = "config/datasets.yaml"
-    for path in _registry_files(config):
+    from uqcal.pipeline.config.registry import DEFAULT_REGISTRY, registry_files
+
+    found = DEFAULT_REGISTRY[0]
+    for path in registry_files(config):
         if dataset in (_yaml_file(path) or {}):
             found = path
     return found, dataset
@@ -293,14 +295,14 @@ def _parse_yaml(path: str, _mtime_ns: int, _size: int):
 
 def payload(config: dict, job: Job) -> dict:
     """The resolved slice of config the step runs from (registry entry, method defaults and overrides applied)."""
-    from uqcal.pipeline import config as C
+    from uqcal.pipeline.config.payloads import batch_job, dataset_job, split_batch_job
 
     if job.rule == "materialise":
-        return C.dataset_job(config, job.key[0])
+        return dataset_job(config, job.key[0])
     if job.rule == "split":
-        return C.split_batch_job(config, *job.key)
+        return split_batch_job(config, *job.key)
     if job.rule == "train":
-        return C.batch_job(config, *job.key)
+        return batch_job(config, *job.key)
     if job.rule == "aggregate":
         fam = config["families"][job.key[0]]
         return {"family": job.key[0], "family_config": {k: v for k, v in fam.items() if k != "resources"}}
@@ -835,7 +837,7 @@ def running(args, rule: str, key: tuple[str, ...], elsewhere: bool = False) -> I
     if getattr(args, "spec", None):
         job, spec = load_spec(args.spec)
     else:
-        from uqcal.pipeline.config import load_config
+        from uqcal.pipeline.config.load import load_config
 
         job = Job(rule, key)
         config_path = args.config or "config/config.yaml"

@@ -190,14 +190,16 @@ def read_run_devices(results_dir: Path, family: str) -> pd.DataFrame:
     ``RunContext.save_outputs``), not from the machine building the report: a cluster's runs train on GPU
     nodes and are reported from a login node. A run without the fields counts as "not recorded".
     """
+    from uqcal.pipeline.layout import RunLayout
     from uqcal.pipeline.report.results import read_train_stats, run_dirs
 
     counts: dict[tuple[str, str, str], int] = {}
     for run_dir in run_dirs(results_dir, family):
-        if not (run_dir / "train_stats.json").exists():
+        if not (run_dir / RunLayout.TRAIN_STATS).exists():
             continue
         stats = read_train_stats(run_dir)
-        key = (str(stats.get("device") or NOT_RECORDED), str(stats.get("device_name") or ""), run_dir.parts[-2])
+        method = RunLayout.run_key(run_dir)[2]
+        key = (str(stats.get("device") or NOT_RECORDED), str(stats.get("device_name") or ""), method)
         counts[key] = counts.get(key, 0) + 1
     rows = [(*key, n) for key, n in sorted(counts.items())]
     return pd.DataFrame(rows, columns=DEVICE_COLUMNS)

@@ -23,7 +23,7 @@ def run(args) -> int:
         _train_seeds(args, [_single_seed_job(args)])
         return 0
     with running(args, "train", (args.family, args.dataset, args.setting, args.method)) as spec:
-        from uqcal.pipeline.config import per_seed_jobs
+        from uqcal.pipeline.config.payloads import per_seed_jobs
 
         _train_seeds(args, per_seed_jobs(spec["job"]))
     return 0
@@ -31,7 +31,8 @@ def run(args) -> int:
 
 def evaluate(args) -> int:
     """Recompute metrics.json of trained runs from their predictions and train stats."""
-    from uqcal.pipeline.config import batch_job, load_config, per_seed_jobs
+    from uqcal.pipeline.config.load import load_config
+    from uqcal.pipeline.config.payloads import batch_job, per_seed_jobs
 
     if args.seed is not None:
         jobs = [_single_seed_job(args)]
@@ -45,7 +46,9 @@ def evaluate(args) -> int:
 
 
 def _single_seed_job(args) -> dict:
-    from uqcal.pipeline.config import Run, load_config, run_job
+    from uqcal.pipeline.config.load import load_config
+    from uqcal.pipeline.config.payloads import run_job
+    from uqcal.pipeline.config.runs import Run
 
     config = load_config(args.config or "config/config.yaml")
     return run_job(config, Run(args.family, args.dataset, args.setting, args.method, args.seed))
@@ -53,14 +56,15 @@ def _single_seed_job(args) -> dict:
 
 def _train_seeds(args, jobs: list[dict]) -> None:
     from uqcal.core.resume import RESUME_DIR, ResumeStore
-    from uqcal.pipeline.config import job_digest
+    from uqcal.pipeline.config.payloads import job_digest
     from uqcal.pipeline.jobs import ancestry, orphaned
+    from uqcal.pipeline.layout import RunLayout
 
     started_under = ancestry()
     stores = []
     for one in jobs:
-        run_dir = Path(args.results_dir) / one["family"] / one["dataset"] / one["setting"] / one["method"]
-        run_dir = run_dir / f"seed{one['seed']}"
+        run_dir = RunLayout(args.results_dir).run_dir(one["family"], one["dataset"], one["setting"], one["method"],
+                                                      one["seed"])
         store = ResumeStore(Path(args.results_dir), run_dir, job_digest(one))
         stores.append(store)
         if store.restore(run_dir):
@@ -87,21 +91,21 @@ def run_context(job: dict, args, resume_dir: Path | None = None):
     import torch
 
     from uqcal.core.device import resolve_device
-    from uqcal.data import raw_paths
     from uqcal.methods.api import RunContext, get_entry
+    from uqcal.pipeline.layout import RunLayout
 
+    layout = RunLayout(args.results_dir, args.data_dir)
     run = (job["family"], job["dataset"], job["setting"], job["method"], job["seed"])
-    run_dir = Path(args.results_dir) / "/".join(map(str, run[:4])) / f"seed{run[4]}"
+    run_dir = layout.run_dir(*run)
     depends_dir = None
     if job.get("depends_on"):
-        depends_dir = Path(args.results_dir) / "/".join(map(str, run[:3])) / job["depends_on"] / f"seed{run[4]}"
+        depends_dir = layout.run_dir(*run[:3], job["depends_on"], run[4])
     torch.set_num_threads(int(job.get("torch_threads", 1)))
     ctx = RunContext(
         family=run[0], dataset=run[1], setting=run[2], method=run[3], seed=int(run[4]),
         config=job, dataset_spec=job["dataset_spec"], setting_params=job["setting_params"],
         family_params=job["family_params"], params=job["params"], run_dir=run_dir,
-        split_path=Path(args.data_dir) / "splits" / run[0] / run[1] / run[2] / f"seed{run[4]}.json",
-        raw_path=raw_paths(run[1], args.data_dir)[0], depends_dir=depends_dir,
+        split_path=layout.split_path(*run[:3], run[4]), raw_path=layout.raw_files(run[1])[0], depends_dir=depends_dir,
         device=resolve_device(job.get("device", "auto")), log=logging.getLogger(f"uqcal.{run[3]}"),
         resume_dir=resume_dir,
     )
@@ -121,13 +125,17 @@ def train_one(ctx, method) -> None:
     with gpytorch.settings.debug(False):
         method.train(ctx)
     ctx.log.info("trained in %.1f s", time.perf_counter() - start)
-    missing = [f for f in ("model.pt", "predictions.parquet", "train_stats.json") if not (ctx.run_dir / f).exists()]
+    from uqcal.pipeline.layout import RunLayout
+
+    outputs = (RunLayout.MODEL, RunLayout.PREDICTIONS, RunLayout.TRAIN_STATS)
+    missing = [f for f in outputs if not (ctx.run_dir / f).exists()]
     if missing:
         raise SystemExit(f"method {ctx.method} did not write {missing} (must call ctx.save_outputs)")
 
 
 def evaluate_one(ctx, method) -> None:
     from uqcal.core.io import write_json
+    from uqcal.pipeline.layout import RunLayout
 
     metrics = method.evaluate(ctx)
     bad = [k for k, v in metrics.items() if not isinstance(v, (int, float)) or isinstance(v, bool)]
@@ -137,7 +145,7 @@ def evaluate_one(ctx, method) -> None:
     nonfinite = [k for k, v in metrics.items() if not math.isfinite(v)]
     if nonfinite:
         ctx.log.warning("non-finite metrics: %s", nonfinite)
-    write_json(ctx.run_dir / "metrics.json", {
+    write_json(ctx.run_dir / RunLayout.METRICS, {
         "family": ctx.family, "dataset": ctx.dataset, "setting": ctx.setting, "method": ctx.method,
         "seed": ctx.seed, "metrics": metrics,
     })
