@@ -11,12 +11,12 @@ import yaml
 from tests.conftest import REPO, copy_repo, snakemake
 from uqcal.pipeline.config.load import load_config, prepare_config
 from uqcal.pipeline.config.runs import iter_runs
-from uqcal.pipeline.config.source import ConfigError
+from uqcal.pipeline.config.source import ConfigError, check_raw_config
 
 
 @pytest.fixture(scope="module")
 def smoke_raw() -> dict:
-    return yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+    return check_raw_config(REPO / "config/smoke.yaml")  # composed: base.yaml's keys in
 
 
 def _prepare(cfg):
@@ -305,7 +305,7 @@ def test_dvc_reads_the_configs_with_ruamels_c_parser_and_gets_the_same_data():
 
     assert CParser is not None, "ruamel.yaml.clib is not installed (pyproject.toml dependencies)"
     assert YAML(typ="safe").Parser is CParser
-    for name in ("config.yaml", "smoke.yaml", "datasets.yaml"):
+    for name in ("base.yaml", "config.yaml", "extended.yaml", "smoke.yaml", "datasets.yaml"):
         text = (REPO / "config" / name).read_text()
         assert YAML(typ="safe").load(text) == YAML(typ="safe", pure=True).load(text) == yaml.safe_load(text), name
 

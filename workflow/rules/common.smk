@@ -6,7 +6,7 @@ from snakemake.exceptions import WorkflowError
 
 from uqcal.pipeline import jobs as J
 from uqcal.pipeline.config.load import prepare_config
-from uqcal.pipeline.config.source import ConfigError
+from uqcal.pipeline.config.source import ConfigError, compose
 from uqcal.pipeline.layout import RunLayout
 
 CONFIG_FILE = (
@@ -16,7 +16,9 @@ if Path(CONFIG_FILE).resolve().is_relative_to(Path.cwd().resolve()):
     # Relative, so that a moved or cloned repository (and DVC) sees the same input path.
     CONFIG_FILE = Path(CONFIG_FILE).resolve().relative_to(Path.cwd().resolve()).as_posix()
 try:
-    UQ = prepare_config(config, Path(workflow.basedir))
+    # Snakemake read the config file alone: the files it `extends` are composed here, as every uqcal command
+    # composes them (uqcal.pipeline.config.source), so that the workflow runs the config that uqcal validates.
+    UQ = prepare_config(compose(CONFIG_FILE, config).data, Path(workflow.basedir))
 except ConfigError as exc:
     raise WorkflowError(f"invalid configuration in {CONFIG_FILE}: {exc}")
 

@@ -199,8 +199,10 @@ def param_keys(config: dict, job: Job, config_path: str) -> list[tuple[str, str]
 
     Only keys that change what the job computes: not the selectors that decide which jobs exist (a setting's
     or a method's ``datasets``, a method's ``settings``), not another dataset's entry of a per-dataset table,
-    not a registry entry's report labels (``uqcal.pipeline.config.registry.DISPLAY_KEYS``). So a config that selects
-    the same job differently (config/extended.yaml runs cv5_shuffled on every dataset) leaves it current.
+    not a registry entry's report labels (``uqcal.pipeline.config.registry.DISPLAY_KEYS``). So a config that
+    selects the same job differently (config/extended.yaml runs cv5_shuffled on every dataset) leaves it current.
+    A config that ``extends`` others names each key in the file(s) its value comes from
+    (``uqcal.pipeline.config.source.ComposedConfig.defined_in``): an inherited value is the parent's parameter.
     """
     if job.rule == "materialise":
         return _registry_keys(config, job.key[0], config_path)
@@ -222,13 +224,13 @@ def param_keys(config: dict, job: Job, config_path: str) -> list[tuple[str, str]
     # The report reads the whole config (families, methods, datasets, its own section) and the registry.
     from uqcal.pipeline.config.registry import registry_files
 
-    return [(config_path, ""), *((path, "") for path in registry_files(config))]
+    return [*((path, "") for path in _config_files(config_path)), *((path, "") for path in registry_files(config))]
 
 
 def _entry_keys(path: str, prefix: str, dataset: str, drop: tuple[str, ...]) -> list[str]:
     """The keys of a setting's or method's entry that a job on ``dataset`` reads: every key but ``drop``; of a
     per-dataset table (``seeds: {dataset: n}``, ``per_dataset``), ``dataset``'s entry only."""
-    entry = _lookup(_yaml_file(path), prefix)
+    entry = _lookup(_composed(path).data, prefix)
     if not isinstance(entry, dict):  # missing (dropped by _present), empty (null) or a plain value
         return [prefix]
     keys = []
@@ -247,6 +249,9 @@ def _registry_keys(config: dict, dataset: str, config_path: str) -> list[tuple[s
     from uqcal.pipeline.config.registry import DISPLAY_KEYS
 
     path, key = _registry_key(config, dataset, config_path)
+    if path == config_path:  # the config's own `datasets` (or a config's it extends): where each key is set
+        entry = _lookup(_composed(path).data, key)
+        return _present(path, [f"{key}.{name}" for name in entry if name not in DISPLAY_KEYS])
     entry = _lookup(_yaml_file(path), key)
     return [(path, f"{key}.{name}") for name in entry if name not in DISPLAY_KEYS]
 
@@ -265,8 +270,23 @@ def _registry_key(config: dict, dataset: str, config_path: str) -> tuple[str, st
 
 
 def _present(path: str, keys: list[str]) -> list[tuple[str, str]]:
-    """Only keys the file has: DVC refuses a stage whose params name a missing key."""
-    return [(path, key) for key in keys if _lookup(_yaml_file(path), key) is not _MISSING]
+    """The keys the config has, each named in every file its value comes from (the config itself, or a config
+    it extends; several when their mappings merge); a missing key is left out: DVC refuses a stage whose params
+    name a missing key."""
+    composed = _composed(path)
+    return [(file, key) for key in keys for file in composed.defined_in(key)]
+
+
+def _composed(config_path: str):
+    """The config as composed from the files it extends (cached until one of them changes)."""
+    from uqcal.pipeline.config.source import compose
+
+    return compose(config_path)
+
+
+def _config_files(config_path: str) -> tuple[str, ...]:
+    """The config file and every file it extends."""
+    return _composed(config_path).files
 
 
 _MISSING = object()
@@ -435,7 +455,7 @@ def code_hashes(job: Job) -> dict[str, str]:
 # ------------------------------------------------------------------------------------------ specs
 def build_spec(config: dict, job: Job, config_path: str) -> dict:
     """What the job is made from, apart from its inputs' content (which the step reads when it runs)."""
-    params = {_param_name(path, key, config_path): _value(path, key)
+    params = {_param_name(path, key, config_path): _value(path, key, config_path)
               for path, key in param_keys(config, job, config_path)}
     return {"rule": job.rule, "key": list(job.key), "config": config_path, "params": params,
             "job": payload(config, job), "code": code_hashes(job), "files": file_hashes(local_files(config, job)),
@@ -463,13 +483,14 @@ def _param_name(path: str, key: str, config_path: str) -> str:
     ``datasets.<name>`` whether it sits in a registry file or inline in the config (DVC's ``params:`` still
     name the file: DVC must know where to read them).
     """
-    if path == config_path:
+    if path in _config_files(config_path):  # a value of the composed config, whichever file sets it
         return key or "(config)"
     return f"datasets.{key}" if key else f"(registry {path})"
 
 
-def _value(path: str, key: str):
-    value = _lookup(_yaml_file(path), key)
+def _value(path: str, key: str, config_path: str):
+    data = _composed(config_path).data if path in _config_files(config_path) else _yaml_file(path)
+    value = _lookup(data, key)
     return None if value is _MISSING else value
 
 

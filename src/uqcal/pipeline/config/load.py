@@ -9,11 +9,11 @@ from pathlib import Path
 from uqcal.pipeline.config.registry import dataset_registry
 from uqcal.pipeline.config.schema import validate_schema
 from uqcal.pipeline.config.semantics import check_semantics
-from uqcal.pipeline.config.source import check_raw_config, repo_root_for
+from uqcal.pipeline.config.source import EXTENDS_KEY, ConfigError, check_raw_config, repo_root_for
 
 
 def load_config(path: str | Path, root: Path | None = None, method_families: Collection[str] | None = None) -> dict:
-    """Read, validate and resolve a config file (dataset registry merged in).
+    """Read (``extends`` composed), validate and resolve a config file (dataset registry merged in).
 
     ``method_families``: check the method parameters of these families only (``check_semantics``).
     """
@@ -22,7 +22,11 @@ def load_config(path: str | Path, root: Path | None = None, method_families: Col
 
 
 def prepare_config(config: dict, root: Path | None = None, method_families: Collection[str] | None = None) -> dict:
-    """Validate ``config`` and return a copy whose ``datasets`` holds the merged registry."""
+    """Validate ``config`` (composed: no ``extends`` left) and return a copy whose ``datasets`` holds the merged
+    registry."""
+    if EXTENDS_KEY in config:
+        raise ConfigError(f"`{EXTENDS_KEY}: {config[EXTENDS_KEY]}` is resolved when a config is read from its file: "
+                          "compose it first (uqcal.pipeline.config.source.compose(path, data).data)")
     root = root or repo_root_for()
     validate_schema(config, root)
     config = copy.deepcopy(config)
