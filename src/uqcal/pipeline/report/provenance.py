@@ -255,11 +255,14 @@ def collect(config_path: str | Path, repo: Path, records_dir: Path, data_dir: Pa
             datasets: list[str] | None = None, jobs: list[str] | None = None) -> Provenance:
     """Provenance of one run: with ``datasets`` / ``jobs`` (the config's), only their records and timings,
     not those of whatever else was run in the same folders."""
+    from uqcal.pipeline.config.source import config_hash
+
     commit, dirty = git_state(Path(repo))
     lock, lock_mismatches = lock_state(Path(repo))
     return Provenance(
         config_path=str(config_path),
-        config_sha256=file_sha256(config_path),
+        # the config and the files it extends (a file alone: its own sha256)
+        config_sha256=config_hash(config_path) if Path(config_path).is_file() else "missing",
         git_commit=commit,
         git_dirty=dirty,
         packages=package_versions(),
