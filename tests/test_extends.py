@@ -234,3 +234,15 @@ def test_fewshot_extended_yaml_keeps_the_default_fewshot_runs_and_drops_the_othe
     assert shared and shared < _train_jobs(extended)
     for key in shared:
         assert J.payload(default, J.Job("train", key)) == J.payload(extended, J.Job("train", key)), key
+
+
+def test_the_bad_inputs_page_quotes_the_extends_errors_as_they_are(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "config/x.yaml", "extends: y.yaml\n")
+    write(tmp_path / "config/y.yaml", "extends: x.yaml\n")
+    write(tmp_path / "config/z.yaml", "extends: base.yml\nfamilies: {}\n")
+    page = (REPO / "docs/bad-inputs.md").read_text()
+    for path in ("config/x.yaml", "config/z.yaml"):
+        with pytest.raises(ConfigError) as raised:
+            check_raw_config(path)
+        assert f"``{raised.value}``" in page, str(raised.value)
