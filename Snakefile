@@ -7,12 +7,13 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
-# Before anything else: each config file, read raw as plain YAML (uqcal.pipeline.config.check_raw_config). A
-# YTE template (`__use_yte__`) is refused: its Python would run as Snakemake loads it. `make` checks the same
-# before it starts Snakemake, which (for --configfile) has loaded the file by the time this runs.
+# Before anything else: each config file and every file it `extends`, read raw as plain YAML
+# (uqcal.pipeline.config.source.check_raw_config). A YTE template (`__use_yte__`) is refused: its Python would run
+# as Snakemake loads it. `make` checks the same before it starts Snakemake, which (for --configfile) has loaded the
+# file by the time this runs. Snakemake reads the file alone: common.smk composes the files it extends.
 import os
 
-from uqcal.pipeline.config import ConfigError, check_raw_config, profile_problem
+from uqcal.pipeline.config.source import ConfigError, check_raw_config, profile_problem
 
 # A cluster profile given as --profile loses to workflow/profiles/default (threads, latency-wait, keep-going).
 if workflow.is_main_process and (_problem := profile_problem(sys.argv, dict(os.environ))):
@@ -38,7 +39,7 @@ include: "workflow/rules/report.smk"
 
 rule all:
     input:
-        expand("results/{family}/summary.csv", family=FAMILY_NAMES),
+        expand(SUMMARY, family=FAMILY_NAMES),
         "reports/index.html",
     default_target: True
 

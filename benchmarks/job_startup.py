@@ -69,12 +69,12 @@ def job_argv(config: dict, config_path: str, rule: str, key: tuple, workdir: Pat
         path.write_text(json.dumps(spec))
         extra = ["--jobs", "1"] if rule == "report" else []
         return [rule, "--spec", str(path), *extra]
-    from uqcal.pipeline import config as C
+    from uqcal.pipeline.config import payloads as P
 
     if rule == "report":
         return ["report", "--config", config_path]
-    job = {"materialise": lambda: C.dataset_job(config, *key), "split": lambda: C.split_batch_job(config, *key),
-           "train": lambda: C.batch_job(config, *key),
+    job = {"materialise": lambda: P.dataset_job(config, *key), "split": lambda: P.split_batch_job(config, *key),
+           "train": lambda: P.batch_job(config, *key),
            "aggregate": lambda: {"family": key[0], "family_config": config["families"][key[0]]}}[rule]()
     return [rule, "--job", json.dumps(job)]
 
@@ -102,7 +102,8 @@ def main() -> int:
     sys.path.insert(0, str(args.src))
     os.chdir(args.workdir)
     from uqcal.methods.api import get_entry
-    from uqcal.pipeline.config import iter_batches, load_config
+    from uqcal.pipeline.config.load import load_config
+    from uqcal.pipeline.config.runs import iter_batches
 
     new_code = any((args.src / "uqcal/pipeline" / name).exists() for name in ("identity.py", "jobs.py"))
     config = load_config(args.config)

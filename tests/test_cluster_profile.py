@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from tests.conftest import BIN, REPO, tool_env
-from uqcal.pipeline.config import load_config, profile_problem
+from uqcal.pipeline.config.load import load_config
+from uqcal.pipeline.config.source import profile_problem
 
 COMMAND = "snakemake --workflow-profile workflow/profiles/slurm --configfile config/paper.yaml"
 WRONG = re.compile(r"snakemake\b[^`\n]*--profile[ =]\S*profiles/slurm")  # a command that uses it

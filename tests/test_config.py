@@ -9,12 +9,14 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, copy_repo, snakemake
-from uqcal.pipeline.config import ConfigError, iter_runs, load_config, prepare_config
+from uqcal.pipeline.config.load import load_config, prepare_config
+from uqcal.pipeline.config.runs import iter_runs
+from uqcal.pipeline.config.source import ConfigError, check_raw_config
 
 
 @pytest.fixture(scope="module")
 def smoke_raw() -> dict:
-    return yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+    return check_raw_config(REPO / "config/smoke.yaml")  # composed: base.yaml's keys in
 
 
 def _prepare(cfg):
@@ -30,7 +32,7 @@ def test_shipped_configs_are_valid(name):
 def test_extended_config_repeats_every_default_run_exactly():
     """config/extended.yaml adds runs to the default; every default run is the same job there, so a
     results/ tree of the default run is reused rather than retrained."""
-    from uqcal.pipeline.config import run_job
+    from uqcal.pipeline.config.payloads import run_job
 
     default, extended = load_config(REPO / "config/config.yaml"), load_config(REPO / "config/extended.yaml")
     runs = list(iter_runs(default))
@@ -108,7 +110,7 @@ def test_method_restrictions_filter_runs(smoke_raw):
 
 
 def test_a_setting_sets_its_own_seed_count_for_all_or_named_datasets(smoke_raw):
-    from uqcal.pipeline.config import batch_job, run_job, split_batch_job
+    from uqcal.pipeline.config.payloads import batch_job, run_job, split_batch_job
 
     cfg = copy.deepcopy(smoke_raw)
     rio = cfg["families"]["rio"]
@@ -133,7 +135,7 @@ def test_a_setting_sets_its_own_seed_count_for_all_or_named_datasets(smoke_raw):
 
 
 def test_a_method_runs_the_first_of_its_settings_seeds(smoke_raw):
-    from uqcal.pipeline.config import batch_job, run_job
+    from uqcal.pipeline.config.payloads import batch_job, run_job
 
     cfg = copy.deepcopy(smoke_raw)
     rio = cfg["families"]["rio"]
@@ -303,7 +305,7 @@ def test_dvc_reads_the_configs_with_ruamels_c_parser_and_gets_the_same_data():
 
     assert CParser is not None, "ruamel.yaml.clib is not installed (pyproject.toml dependencies)"
     assert YAML(typ="safe").Parser is CParser
-    for name in ("config.yaml", "smoke.yaml", "datasets.yaml"):
+    for name in ("base.yaml", "config.yaml", "extended.yaml", "smoke.yaml", "datasets.yaml"):
         text = (REPO / "config" / name).read_text()
         assert YAML(typ="safe").load(text) == YAML(typ="safe", pure=True).load(text) == yaml.safe_load(text), name
 

@@ -11,7 +11,7 @@ from tests.conftest import REPO
 from uqcal.core.io import atomic_path, write_json
 from uqcal.data import load_table, materialise
 from uqcal.data.errors import DataSourceError
-from uqcal.pipeline.config import load_config
+from uqcal.pipeline.config.load import load_config
 
 
 @pytest.fixture(scope="module")

@@ -139,7 +139,9 @@ def test_per_run_parameters_take_this_runs_value():
 
 def test_extended_config_repeats_the_default_fewshot_runs_exactly():
     """config/fewshot-extended.yaml adds runs; every default fewshot run is the same job there (reused)."""
-    from uqcal.pipeline.config import iter_runs, load_config, run_job
+    from uqcal.pipeline.config.load import load_config
+    from uqcal.pipeline.config.payloads import run_job
+    from uqcal.pipeline.config.runs import iter_runs
 
     default, extended = load_config("config/config.yaml"), load_config("config/fewshot-extended.yaml")
     runs = list(iter_runs(default, ["fewshot"]))

@@ -9,6 +9,7 @@ which of those jobs it would rerun.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 from tests.conftest import REPO
 from uqcal.pipeline import plan as P
 from uqcal.pipeline import records as R
-from uqcal.pipeline.config import load_config
+from uqcal.pipeline.config.load import load_config
 from uqcal.pipeline.identity import build_spec, identity
 
 
@@ -65,3 +66,59 @@ def test_an_identical_config_under_another_name_reruns_nothing(workspace):
     assert P.plan(copy) == plan
     assert R.refresh_specs(copy, "config/smoke-copy.yaml") == {}
     assert all(R.why_stale(job, build_spec(copy, job, "config/smoke-copy.yaml")) is None for job in plan)
+
+
+def _edit(path: str, old: str, new: str) -> None:
+    text = Path(path).read_text()
+    assert text.count(old) == 1, old
+    Path(path).write_text(text.replace(old, new))
+    stamp = Path(path).stat().st_mtime_ns + 10**9  # an mtime of its own, whatever the clock's grain
+    os.utime(path, ns=(stamp, stamp))
+
+
+def _stale(config_path: str) -> set[str]:
+    return {f"{job.rule} {job.name}" for job in R.refresh_specs(load_config(config_path), config_path)}
+
+
+def test_an_edit_in_the_parent_reruns_the_extending_configs_jobs_that_read_the_value_and_nothing_else(workspace):
+    # config/extended.yaml extends config/config.yaml (which extends config/base.yaml): its jobs read inherited
+    # values, and an edit there is an edit of their parameters.
+    simulate_run("config/extended.yaml")
+    assert _stale("config/extended.yaml") == set()
+    _edit("config/config.yaml", "nn: {per_dataset: {diamonds: {batch_size: 256, max_epochs: 100}}}",
+          "nn: {per_dataset: {diamonds: {batch_size: 256, max_epochs: 90}}}")
+    # the diamonds network (its dependants rerun once it has: their inputs), the rio summary, the report
+    assert _stale("config/extended.yaml") == {"train rio/diamonds/holdout/nn", "aggregate rio", "report report"}
+
+
+def test_an_edit_in_the_shared_header_reruns_what_reads_it(workspace):
+    plan = simulate_run("config/extended.yaml")
+    _edit("config/base.yaml", "torch_threads: 1 ", "torch_threads: 2 ")
+    trained = {f"train {job.name}" for job in plan if job.rule == "train"}
+    assert _stale("config/extended.yaml") == trained | {"report report"}
+
+
+def test_a_parent_value_that_the_extending_config_replaces_reruns_none_of_its_jobs(workspace):
+    simulate_run("config/extended.yaml")
+    # extended.yaml removes cv5_shuffled's `datasets` and writes its own claim_runs_reason: the default's edits
+    # of them are the default's alone
+    _edit("config/config.yaml", "shuffle: true, seeds: 10, datasets: [concrete]}",
+          "shuffle: true, seeds: 10, datasets: [boston]}")
+    _edit("config/config.yaml", 'claim_runs_reason: "the budget of this 30-minute default',
+          'claim_runs_reason: "the budget of the 30-minute default')
+    assert _stale("config/extended.yaml") == set()
+
+
+def test_a_dvc_stage_names_each_parameter_in_the_file_that_sets_it(workspace):
+    config = load_config("config/extended.yaml")
+    keys = P.param_keys(config, P.Job("train", ("rio", "diabetes", "holdout", "rio")), "config/extended.yaml")
+    assert ("config/base.yaml", "device") in keys and ("config/base.yaml", "torch_threads") in keys
+    assert ("config/config.yaml", "families.rio.seeds") in keys
+    assert ("config/extended.yaml", "families.rio.methods.rio.per_dataset.diabetes") in keys
+    assert not any(file == "config/extended.yaml" and key == "device" for file, key in keys)
+    aggregate = P.param_keys(config, P.Job("aggregate", ("rio",)), "config/extended.yaml")
+    # a mapping both files write: named in both, so that DVC sees an edit of either
+    assert {f for f, k in aggregate if k == "families.rio.methods"} == {"config/config.yaml", "config/extended.yaml"}
+    report = P.param_keys(config, P.Job("report"), "config/extended.yaml")
+    assert [f for f, k in report if k == "" and f.startswith("config/") and "datasets" not in f] == [
+        "config/base.yaml", "config/config.yaml", "config/extended.yaml"]

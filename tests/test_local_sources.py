@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.conftest import BIN, REPO, copy_repo, run, snakemake
-from uqcal.pipeline.config import load_config
+from uqcal.pipeline.config.load import load_config
 from uqcal.pipeline.dvc import build_dvc_yaml
 from uqcal.pipeline.identity import build_spec, identity
 from uqcal.pipeline.plan import Job, local_files

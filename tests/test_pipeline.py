@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from tests.conftest import BIN, REPO, copy_repo, run, snakemake
-from uqcal.pipeline.config import iter_runs, load_config
+from uqcal.pipeline.config.load import load_config
+from uqcal.pipeline.config.runs import iter_runs
 from uqcal.pipeline.dvc import build_dvc_yaml, dvc_outputs
 from uqcal.pipeline.summary import SUMMARY_COLUMNS
 

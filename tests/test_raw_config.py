@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from tests.conftest import BIN, REPO, tool_env
-from uqcal.pipeline.config import ConfigError, load_config
+from uqcal.pipeline.config.load import load_config
+from uqcal.pipeline.config.source import ConfigError
 
 # A YTE template: Snakemake evaluates the `?` expression while loading the file, so the file's Python runs.
 YTE_CONFIG = """\

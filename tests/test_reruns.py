@@ -23,7 +23,8 @@ import pytest
 import yaml
 
 from tests.conftest import BIN, GIT, copy_repo, run, snakemake, tool_env
-from uqcal.pipeline.config import iter_batches, load_config
+from uqcal.pipeline.config.load import load_config
+from uqcal.pipeline.config.runs import iter_batches
 
 pytestmark = pytest.mark.slow  # Snakemake and DVC on copies of the smoke run (.ci/run's second pass skips it)
 

@@ -19,7 +19,9 @@ from uqcal.data import load_table, materialise
 from uqcal.data.errors import DataSourceError
 from uqcal.data.splits import make_split
 from uqcal.data.validate import DataValidationError, partition_sizes
-from uqcal.pipeline.config import ConfigError, batch_job, dataset_job, prepare_config, split_batch_job
+from uqcal.pipeline.config.load import prepare_config
+from uqcal.pipeline.config.payloads import batch_job, dataset_job, split_batch_job
+from uqcal.pipeline.config.source import ConfigError, check_raw_config
 
 
 def spec_for(path, **extra) -> dict:
@@ -228,7 +230,7 @@ def test_fewshot_too_few_classes_names_the_parts(tmp_path):
 # ------------------------------------------------------------------------------------ config alone
 @pytest.fixture(scope="module")
 def smoke_raw() -> dict:
-    return yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+    return check_raw_config(REPO / "config/smoke.yaml")  # composed: base.yaml's keys in
 
 
 def test_config_problems_are_all_reported_before_any_job(smoke_raw):

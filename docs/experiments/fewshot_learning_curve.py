@@ -26,7 +26,9 @@ import torch
 
 from uqcal.core.io import read_json
 from uqcal.methods.api import RunContext, get_entry
-from uqcal.pipeline.config import Run, load_config, run_job
+from uqcal.pipeline.config.load import load_config
+from uqcal.pipeline.config.payloads import run_job
+from uqcal.pipeline.config.runs import Run
 
 
 def run_method(config: dict, args, method: str, out: Path) -> dict:

@@ -31,7 +31,7 @@ from uqcal.methods.api import get_entry, resolve_params
 from uqcal.methods.metareg.episodes import EpisodeData
 from uqcal.metrics import stats as S
 from uqcal.metrics.evaluation import evaluate_predictions
-from uqcal.pipeline.config import load_config
+from uqcal.pipeline.config.load import load_config
 
 METRICS = ("te", "mse", "ece", "ece_pooled")
 

@@ -34,7 +34,7 @@ from uqcal.core.io import read_json
 from uqcal.data import load_table
 from uqcal.methods.api import get_entry, resolve_params
 from uqcal.methods.metareg.episodes import EarlyStopping, EpisodeData, Episodes, meta_train
-from uqcal.pipeline.config import load_config
+from uqcal.pipeline.config.load import load_config
 
 
 def validation_pool(data: EpisodeData, task, val_tasks, per_task: int, seed: int) -> Episodes:

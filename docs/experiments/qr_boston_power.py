@@ -31,7 +31,7 @@ from uqcal.data import load_table, materialise
 from uqcal.data.splits import kfold_split
 from uqcal.methods.api import RunContext, get_entry, resolve_params
 from uqcal.metrics.stats import fold_blocked_test, runs_for_power
-from uqcal.pipeline.config import load_config
+from uqcal.pipeline.config.load import load_config
 from uqcal.pipeline.paper_numbers import load_reference
 
 FOLDS = 5

@@ -25,7 +25,7 @@ from uqcal.methods.rio.network import load_network, network_predict
 from uqcal.methods.rio.rio import combined_inputs
 from uqcal.methods.rio.svgp import fit_svgp
 from uqcal.metrics import gaussian_nlpd
-from uqcal.pipeline.config import load_config
+from uqcal.pipeline.config.load import load_config
 
 METHODS = {"svgp": ("y", "i", False), "rio": ("residual", "io", False), "rio_ys": ("residual", "io", True)}
 

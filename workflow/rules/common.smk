@@ -8,7 +8,9 @@ from snakemake.exceptions import WorkflowError
 from uqcal.pipeline import locks as L
 from uqcal.pipeline import plan as P
 from uqcal.pipeline import records as R
-from uqcal.pipeline.config import ConfigError, prepare_config
+from uqcal.pipeline.config.load import prepare_config
+from uqcal.pipeline.config.source import ConfigError, compose
+from uqcal.pipeline.layout import RunLayout
 
 CONFIG_FILE = (
     str(workflow.overwrite_configfiles[-1]) if workflow.overwrite_configfiles else "config/config.yaml"
@@ -17,7 +19,9 @@ if Path(CONFIG_FILE).resolve().is_relative_to(Path.cwd().resolve()):
     # Relative, so that a moved or cloned repository (and DVC) sees the same input path.
     CONFIG_FILE = Path(CONFIG_FILE).resolve().relative_to(Path.cwd().resolve()).as_posix()
 try:
-    UQ = prepare_config(config, Path(workflow.basedir))
+    # Snakemake read the config file alone: the files it `extends` are composed here, as every uqcal command
+    # composes them (uqcal.pipeline.config.source), so that the workflow runs the config that uqcal validates.
+    UQ = prepare_config(compose(CONFIG_FILE, config).data, Path(workflow.basedir))
 except ConfigError as exc:
     raise WorkflowError(f"invalid configuration in {CONFIG_FILE}: {exc}")
 
@@ -37,8 +41,12 @@ for _job, _reason in R.refresh_specs(UQ, CONFIG_FILE, PLAN).items():
 UPSTREAM = {(job.key[0], up.key[3]) for job in PLAN if job.rule == "train"
             for up in P.upstream(UQ, job) if up.rule == "train"}
 
-METHOD_DIR = "results/{family}/{dataset}/{setting}/{method}"  # seed<k>/ folders inside
-SPLIT_DIR = "data/splits/{family}/{dataset}/{setting}"  # seed<k>.json inside
+# The rules' outputs: uqcal.pipeline.layout's paths, with wildcards for the names.
+_LAYOUT = RunLayout()
+RAW_PARQUET, RAW_PROVENANCE = (path.as_posix() for path in _LAYOUT.raw_files("{dataset}"))
+SPLIT_DIR = _LAYOUT.split_dir("{family}", "{dataset}", "{setting}").as_posix()  # seed<k>.json inside
+METHOD_DIR = _LAYOUT.method_dir("{family}", "{dataset}", "{setting}", "{method}").as_posix()  # seed<k>/ inside
+SUMMARY = _LAYOUT.summary("{family}").as_posix()
 
 
 def record(rule, pattern):

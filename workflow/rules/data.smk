@@ -11,8 +11,8 @@ rule materialise:
     input:
         unpack(job_inputs("materialise")),
     output:
-        parquet="data/raw/{dataset}.parquet",
-        provenance="data/raw/{dataset}.json",
+        parquet=RAW_PARQUET,
+        provenance=RAW_PROVENANCE,
         record=record("materialise", "{dataset}"),
     log:
         "logs/materialise/{dataset}.log",

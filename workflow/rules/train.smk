@@ -39,7 +39,7 @@ rule aggregate:
     input:
         unpack(job_inputs("aggregate")),
     output:
-        summary="results/{family}/summary.csv",
+        summary=SUMMARY,
         record=record("aggregate", "{family}"),
     log:
         "logs/aggregate/{family}.log",

@@ -133,7 +133,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     name its error class would cost a bookkeeping step pandas' start-up.
     """
     found = []
-    for module, name in (("uqcal.pipeline.config", "ConfigError"), ("uqcal.data.errors", "DataSourceError"),
+    for module, name in (("uqcal.pipeline.config.source", "ConfigError"), ("uqcal.data.errors", "DataSourceError"),
                          ("uqcal.pipeline.records", "JobError")):
         cls = getattr(sys.modules.get(module), name, None)
         if cls is not None:

@@ -1,6 +1,6 @@
 """Resume after a crash: finished seeds of an interrupted batch and mid-training checkpoints.
 
-A train job runs every seed of one method (``uqcal.pipeline.config.Batch``). Snakemake deletes the declared outputs
+A train job runs every seed of one method (``uqcal.pipeline.config.runs.Batch``). Snakemake deletes the declared outputs
 of a job that did not finish before it reruns it, so finished seeds would be lost with them. Each finished
 seed is therefore also hard-linked (no extra disk) into ``results/.resume/<run>/<digest>/``; a rerun of the
 same job restores it from there instead of training again. Long training loops checkpoint into the same

@@ -3,7 +3,7 @@
 Three places, from cheapest to latest:
 
 - :func:`config_problems` (``uqcal validate-config`` and the workflow's start, through
-  ``uqcal.pipeline.config.check_semantics``): what the config alone decides -- column roles, the ``missing`` policy,
+  ``uqcal.pipeline.config.semantics.check_semantics``): what the config alone decides -- column roles, the ``missing`` policy,
   reshape recipes, split parameters (``min_task_size`` >= N_S + N_Q, fractions that leave no part empty).
 - :func:`check_frame` (``uqcal materialise``): what needs the data -- missing values (``missing: error``
   by default, or ``drop`` with the rows counted in the provenance record), a text or constant target,
@@ -198,7 +198,7 @@ def config_problems(config: dict) -> list[str]:
         problems += dataset_spec_problems(dataset, config["datasets"][dataset])
     for family, fam in config["families"].items():
         for setting, values in fam["settings"].items():
-            # as the jobs get them: without the run selectors (uqcal.pipeline.config.SETTING_SELECTORS)
+            # as the jobs get them: without the run selectors (uqcal.pipeline.config.runs.SETTING_SELECTORS)
             selectors = ("datasets", "seeds")
             params = {**(fam.get("split") or {}), **{k: v for k, v in (values or {}).items() if k not in selectors}}
             problems += split_param_problems(family, params, f"families.{family}.settings.{setting} (with split)")

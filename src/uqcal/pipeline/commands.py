@@ -9,7 +9,8 @@ LOG = logging.getLogger("uqcal")
 
 
 def dvc_sync(args) -> int:
-    from uqcal.pipeline.config import load_config, repo_root_for
+    from uqcal.pipeline.config.load import load_config
+    from uqcal.pipeline.config.source import repo_root_for
     from uqcal.pipeline.dvc import dvc_commit, write_dvc_yaml
 
     config_path = args.config or "config/config.yaml"
@@ -27,7 +28,8 @@ def dvc_sync(args) -> int:
 
 
 def validate_config(args) -> int:
-    from uqcal.pipeline.config import iter_runs, load_config
+    from uqcal.pipeline.config.load import load_config
+    from uqcal.pipeline.config.runs import iter_runs
     from uqcal.pipeline.report.build import load_spec
     from uqcal.pipeline.report.claim_runs import claim_runs_problems
 
@@ -41,7 +43,8 @@ def validate_config(args) -> int:
 
 
 def runs(args) -> int:
-    from uqcal.pipeline.config import iter_runs, load_config
+    from uqcal.pipeline.config.load import load_config
+    from uqcal.pipeline.config.runs import iter_runs
 
     for run in iter_runs(load_config(args.config or "config/config.yaml"), [args.family] if args.family else None):
         print(run.run_dir)

@@ -212,7 +212,7 @@ def running(args, rule: str, key: tuple[str, ...], elsewhere: bool = False) -> I
     if getattr(args, "spec", None):
         job, spec = load_spec(args.spec)
     else:
-        from uqcal.pipeline.config import load_config
+        from uqcal.pipeline.config.load import load_config
 
         job = Job(rule, key)
         config_path = args.config or "config/config.yaml"

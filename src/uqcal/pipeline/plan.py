@@ -58,7 +58,8 @@ class Job:
 # ------------------------------------------------------------------------------------------ the plan
 def plan(config: dict) -> list[Job]:
     """Every job of a (prepared) config, upstream before downstream."""
-    from uqcal.pipeline.config import iter_batches, raw_dependencies, settings_for
+    from uqcal.pipeline.config.registry import raw_dependencies
+    from uqcal.pipeline.config.runs import iter_batches, settings_for
 
     jobs: list[Job] = []
     datasets = sorted({b.dataset for b in iter_batches(config)})
@@ -84,22 +85,23 @@ def _depends_on(batch) -> str | None:
 
 def outputs(job: Job) -> list[str]:
     """The job's artifacts (files or folders), its record apart."""
-    from uqcal.pipeline.config import split_dir
+    from uqcal.pipeline.layout import RunLayout
 
+    layout = RunLayout()
     if job.rule == "materialise":
-        return [f"data/raw/{job.key[0]}.parquet", f"data/raw/{job.key[0]}.json"]
+        return [path.as_posix() for path in layout.raw_files(job.key[0])]
     if job.rule == "split":
-        return [split_dir(*job.key)]
+        return [layout.split_dir(*job.key).as_posix()]
     if job.rule == "train":
-        return ["results/" + "/".join(job.key)]
+        return [layout.method_dir(*job.key).as_posix()]
     if job.rule == "aggregate":
-        return [f"results/{job.key[0]}/summary.csv"]
+        return [layout.summary(job.key[0]).as_posix()]
     return ["reports"]
 
 
 def upstream(config: dict, job: Job) -> list[Job]:
     """The jobs whose outputs this job reads."""
-    from uqcal.pipeline.config import raw_dependencies
+    from uqcal.pipeline.config.registry import raw_dependencies
 
     if job.rule == "materialise":
         return [Job("materialise", (m,)) for m in raw_dependencies(config, job.key[0])]
@@ -142,7 +144,7 @@ def _entry(family: str, method: str):
 
 
 def _batches(config: dict, family: str):
-    from uqcal.pipeline.config import iter_batches
+    from uqcal.pipeline.config.runs import iter_batches
 
     return list(iter_batches(config, [family]))
 
@@ -174,8 +176,10 @@ def param_keys(config: dict, job: Job, config_path: str) -> list[tuple[str, str]
 
     Only keys that change what the job computes: not the selectors that decide which jobs exist (a setting's
     or a method's ``datasets``, a method's ``settings``), not another dataset's entry of a per-dataset table,
-    not a registry entry's report labels (``uqcal.pipeline.config.DISPLAY_KEYS``). So a config that selects
-    the same job differently (config/extended.yaml runs cv5_shuffled on every dataset) leaves it current.
+    not a registry entry's report labels (``uqcal.pipeline.config.registry.DISPLAY_KEYS``). So a config that
+    selects the same job differently (config/extended.yaml runs cv5_shuffled on every dataset) leaves it current.
+    A config that ``extends`` others names each key in the file(s) its value comes from
+    (``uqcal.pipeline.config.source.ComposedConfig.defined_in``): an inherited value is the parent's parameter.
     """
     if job.rule == "materialise":
         return _registry_keys(config, job.key[0], config_path)
@@ -195,13 +199,15 @@ def param_keys(config: dict, job: Job, config_path: str) -> list[tuple[str, str]
         return _present(config_path, [f"families.{family}.datasets", f"families.{family}.seeds",
                                       f"families.{family}.settings", f"families.{family}.methods"])
     # The report reads the whole config (families, methods, datasets, its own section) and the registry.
-    return [(config_path, ""), *((path, "") for path in _registry_files(config))]
+    from uqcal.pipeline.config.registry import registry_files
+
+    return [*((path, "") for path in _config_files(config_path)), *((path, "") for path in registry_files(config))]
 
 
 def _entry_keys(path: str, prefix: str, dataset: str, drop: tuple[str, ...]) -> list[str]:
     """The keys of a setting's or method's entry that a job on ``dataset`` reads: every key but ``drop``; of a
     per-dataset table (``seeds: {dataset: n}``, ``per_dataset``), ``dataset``'s entry only."""
-    entry = _lookup(_yaml_file(path), prefix)
+    entry = _lookup(_composed(path).data, prefix)
     if not isinstance(entry, dict):  # missing (dropped by _present), empty (null) or a plain value
         return [prefix]
     keys = []
@@ -217,31 +223,47 @@ def _entry_keys(path: str, prefix: str, dataset: str, drop: tuple[str, ...]) -> 
 
 def _registry_keys(config: dict, dataset: str, config_path: str) -> list[tuple[str, str]]:
     """A dataset's registry entry, key by key, without the report's labels."""
-    from uqcal.pipeline.config import DISPLAY_KEYS
+    from uqcal.pipeline.config.registry import DISPLAY_KEYS
 
     path, key = _registry_key(config, dataset, config_path)
+    if path == config_path:  # the config's own `datasets` (or a config's it extends): where each key is set
+        entry = _lookup(_composed(path).data, key)
+        return _present(path, [f"{key}.{name}" for name in entry if name not in DISPLAY_KEYS])
     entry = _lookup(_yaml_file(path), key)
     return [(path, f"{key}.{name}") for name in entry if name not in DISPLAY_KEYS]
-
-
-def _registry_files(config: dict) -> list[str]:
-    return list(config.get("dataset_registry", ["config/datasets.yaml"]))
 
 
 def _registry_key(config: dict, dataset: str, config_path: str) -> tuple[str, str]:
     """Where a dataset's registry entry comes from: the config itself, else the last registry file naming it."""
     if dataset in config.get("datasets_inline", []):
         return config_path, f"datasets.{dataset}"
-    found = "config/datasets.yaml"
-    for path in _registry_files(config):
+    from uqcal.pipeline.config.registry import DEFAULT_REGISTRY, registry_files
+
+    found = DEFAULT_REGISTRY[0]
+    for path in registry_files(config):
         if dataset in (_yaml_file(path) or {}):
             found = path
     return found, dataset
 
 
 def _present(path: str, keys: list[str]) -> list[tuple[str, str]]:
-    """Only keys the file has: DVC refuses a stage whose params name a missing key."""
-    return [(path, key) for key in keys if _lookup(_yaml_file(path), key) is not _MISSING]
+    """The keys the config has, each named in every file its value comes from (the config itself, or a config
+    it extends; several when their mappings merge); a missing key is left out: DVC refuses a stage whose params
+    name a missing key."""
+    composed = _composed(path)
+    return [(file, key) for key in keys for file in composed.defined_in(key)]
+
+
+def _composed(config_path: str):
+    """The config as composed from the files it extends (cached until one of them changes)."""
+    from uqcal.pipeline.config.source import compose
+
+    return compose(config_path)
+
+
+def _config_files(config_path: str) -> tuple[str, ...]:
+    """The config file and every file it extends."""
+    return _composed(config_path).files
 
 
 _MISSING = object()
@@ -270,7 +292,8 @@ def _parse_yaml(path: str, _mtime_ns: int, _size: int):
 
 def param_values(config: dict, job: Job, config_path: str) -> dict:
     """The job's parameters, {name: value}, as its identity holds them (`param_keys`, named by `_param_name`)."""
-    return {_param_name(path, key, config_path): _value(path, key) for path, key in param_keys(config, job, config_path)}
+    return {_param_name(path, key, config_path): _value(path, key, config_path)
+            for path, key in param_keys(config, job, config_path)}
 
 
 def _param_name(path: str, key: str, config_path: str) -> str:
@@ -281,27 +304,28 @@ def _param_name(path: str, key: str, config_path: str) -> str:
     ``datasets.<name>`` whether it sits in a registry file or inline in the config (DVC's ``params:`` still
     name the file: DVC must know where to read them).
     """
-    if path == config_path:
+    if path in _config_files(config_path):  # a value of the composed config, whichever file sets it
         return key or "(config)"
     return f"datasets.{key}" if key else f"(registry {path})"
 
 
-def _value(path: str, key: str):
-    value = _lookup(_yaml_file(path), key)
+def _value(path: str, key: str, config_path: str):
+    data = _composed(config_path).data if path in _config_files(config_path) else _yaml_file(path)
+    value = _lookup(data, key)
     return None if value is _MISSING else value
 
 
 # ------------------------------------------------------------------------------------------ payload
 def payload(config: dict, job: Job) -> dict:
     """The resolved slice of config the step runs from (registry entry, method defaults and overrides applied)."""
-    from uqcal.pipeline import config as C
+    from uqcal.pipeline.config.payloads import batch_job, dataset_job, split_batch_job
 
     if job.rule == "materialise":
-        return C.dataset_job(config, job.key[0])
+        return dataset_job(config, job.key[0])
     if job.rule == "split":
-        return C.split_batch_job(config, *job.key)
+        return split_batch_job(config, *job.key)
     if job.rule == "train":
-        return C.batch_job(config, *job.key)
+        return batch_job(config, *job.key)
     if job.rule == "aggregate":
         fam = config["families"][job.key[0]]
         return {"family": job.key[0], "family_config": {k: v for k, v in fam.items() if k != "resources"}}
@@ -313,7 +337,7 @@ def payload(config: dict, job: Job) -> dict:
 # ------------------------------------------------------------------------------------------ a train job's seeds
 def configured_job(config_path: str | None, job: Job) -> dict:
     """`payload` of a job from a config file, the whole config validated (``uqcal train --seed``, ``uqcal evaluate``)."""
-    from uqcal.pipeline.config import load_config
+    from uqcal.pipeline.config.load import load_config
 
     return payload(load_config(config_path or "config/config.yaml"), job)
 
@@ -340,16 +364,16 @@ def train_seeds(job: dict, results_dir: str | Path = "results", data_dir: str | 
     import torch
 
     from uqcal.core.device import resolve_device
-    from uqcal.data.datasets import raw_paths
     from uqcal.methods.api import RunContext, get_entry
-    from uqcal.pipeline.config import job_digest, per_seed_jobs
+    from uqcal.pipeline.config.payloads import job_digest, per_seed_jobs
+    from uqcal.pipeline.layout import RunLayout
 
     if seeds is not None:
         job = {**{k: v for k, v in job.items() if k != "seeds"}, "seeds": list(seeds)}
     family, dataset, setting, method = job["family"], job["dataset"], job["setting"], job["method"]
     cls = get_entry(family, method).load_class()
     torch.set_num_threads(int(job.get("torch_threads", 1)))
-    results, data = Path(results_dir), Path(data_dir)
+    layout = RunLayout(results_dir, data_dir)
     found = []
     for one in per_seed_jobs(job):
         seed = int(one["seed"])
@@ -358,10 +382,10 @@ def train_seeds(job: dict, results_dir: str | Path = "results", data_dir: str | 
             family=family, dataset=dataset, setting=setting, method=method, seed=seed, config=one,
             dataset_spec=one["dataset_spec"], setting_params=one["setting_params"],
             family_params=one["family_params"], params=one["params"],
-            run_dir=results / family / dataset / setting / method / f"seed{seed}",
-            split_path=data / "splits" / family / dataset / setting / f"seed{seed}.json",
-            raw_path=raw_paths(dataset, data)[0],
-            depends_dir=results / family / dataset / setting / depends_on / f"seed{seed}" if depends_on else None,
+            run_dir=layout.run_dir(family, dataset, setting, method, seed),
+            split_path=layout.split_path(family, dataset, setting, seed),
+            raw_path=layout.raw_files(dataset)[0],
+            depends_dir=layout.run_dir(family, dataset, setting, depends_on, seed) if depends_on else None,
             device=resolve_device(one.get("device", "auto")), log=logging.getLogger(f"uqcal.{method}"),
         )
         found.append(TrainSeed(ctx, cls(ctx.params), job_digest(one)))

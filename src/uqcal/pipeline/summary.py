@@ -16,12 +16,14 @@ SUMMARY_COLUMNS = ["dataset", "setting", "method", "metric", "mean", "std", "n"]
 def collect_metrics(family: str, family_config: dict, results_dir: Path, missing_ok: bool = False) -> pd.DataFrame:
     """Long table (dataset, setting, method, seed, metric, value) over the family's planned runs; a planned
     run without metrics.json is an error unless ``missing_ok`` (the report of a partial run)."""
-    from uqcal.pipeline.config import iter_runs
+    from uqcal.pipeline.config.runs import iter_runs
+    from uqcal.pipeline.layout import RunLayout
 
+    layout = RunLayout(results_dir)
     rows = []
     missing = []
     for run in iter_runs({"families": {family: family_config}}):
-        path = results_dir / family / run.dataset / run.setting / run.method / f"seed{run.seed}" / "metrics.json"
+        path = layout.run_dir(family, run.dataset, run.setting, run.method, run.seed) / RunLayout.METRICS
         if not path.exists():
             missing.append(str(path))
             continue
@@ -29,7 +31,7 @@ def collect_metrics(family: str, family_config: dict, results_dir: Path, missing
         for metric, value in record["metrics"].items():
             rows.append((run.dataset, run.setting, run.method, run.seed, metric, value))
         # Timings live in train_stats.json only, so that metrics.json stays deterministic (uqcal.methods.api).
-        stats_path = path.with_name("train_stats.json")
+        stats_path = path.with_name(RunLayout.TRAIN_STATS)
         for key, value in (read_json(stats_path) if stats_path.exists() else {}).items():
             if is_timing_key(key) and isinstance(value, (int, float)) and key not in record["metrics"]:
                 rows.append((run.dataset, run.setting, run.method, run.seed, key, float(value)))

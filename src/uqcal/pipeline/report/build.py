@@ -21,6 +21,8 @@ import pandas as pd
 import yaml
 
 from uqcal.core.io import write_json, write_text
+from uqcal.pipeline.config.registry import dataset_registry
+from uqcal.pipeline.layout import RunLayout
 from uqcal.pipeline.paper_numbers import DatasetRelation, Reference, load_reference, relate_dataset
 from uqcal.pipeline.report import html as H
 from uqcal.pipeline.report.claims import ClaimContext, ClaimResult, evaluate_claims
@@ -53,21 +55,9 @@ def load_spec(family: str, spec_dir: Path | None = None) -> dict:
     return spec
 
 
-def dataset_registry(config: dict, base: Path) -> dict:
-    """Registry files listed under ``dataset_registry`` overlaid by the config's own ``datasets``."""
-    registry: dict = {}
-    for entry in config.get("dataset_registry") or []:
-        path = Path(entry)
-        path = path if path.is_absolute() else base / path
-        if path.exists():
-            registry.update(yaml.safe_load(path.read_text()) or {})
-    registry.update(config.get("datasets") or {})
-    return registry
-
-
 def planned_runs(config: dict, family: str) -> dict[tuple[str, str, str], list[int]]:
     """(dataset, setting, method) -> seeds that the config plans for ``family``."""
-    from uqcal.pipeline.config import iter_runs
+    from uqcal.pipeline.config.runs import iter_runs
 
     plan: dict[tuple[str, str, str], list[int]] = {}
     for run in iter_runs(config, [family]):
@@ -88,16 +78,16 @@ def planned_view(config: dict, results_dir: Path, families: list[str]) -> Iterat
             plan = planned_runs(config, family)
             for (dataset, setting, method), seeds in plan.items():
                 for seed in seeds:
-                    source = results_dir / family / dataset / setting / method / f"seed{seed}"
+                    source = RunLayout(results_dir).run_dir(family, dataset, setting, method, seed)
                     if source.is_dir():
-                        link = view / family / dataset / setting / method / f"seed{seed}"
+                        link = RunLayout(view).run_dir(family, dataset, setting, method, seed)
                         link.parent.mkdir(parents=True, exist_ok=True)
                         link.symlink_to(source, target_is_directory=True)
             # summary.csv as `uqcal aggregate` writes it for this config, from the planned runs only (a
             # summary.csv on disk may be another config's, over other seeds).
             long = collect_metrics(family, config["families"][family], view, missing_ok=True)
             if not long.empty:
-                write_text(view / family / "summary.csv", summarise(long).to_csv(index=False, float_format="%.6g"))
+                write_text(RunLayout(view).summary(family), summarise(long).to_csv(index=False, float_format="%.6g"))
         yield view
 
 
@@ -112,7 +102,7 @@ def load_fit_failures(results_dir: Path, family: str, runs: pd.DataFrame) -> pd.
             logged[(rec.dataset, str(rec.setting), rec.method, int(rec.seed))] = float(rec.value)
     rows = []
     for run_dir in run_dirs(results_dir, family):
-        key = (*run_dir.parts[-4:-1], int(run_dir.name[4:]))
+        key = RunLayout.run_key(run_dir)
         value = logged.get(key, 0.0)
         found = read_train_stats(run_dir).get("fit_failures")
         if isinstance(found, (int, float)) and not isinstance(found, bool):
@@ -158,11 +148,11 @@ def _dvc_plot_data(family: str, spec: dict, results_dir: Path, out_dir: Path) ->
     in spec)."""
     written = []
     for plot in spec.get("dvc_plots") or []:
-        root = Path(results_dir) / family
+        root = RunLayout(results_dir).family_dir(family)
         for setting_dir in sorted(p for p in root.glob("*/*") if p.is_dir()) if root.is_dir() else []:
             dataset, setting = setting_dir.parent.name, setting_dir.name
             for method_dir in sorted(p for p in setting_dir.iterdir() if p.is_dir()):
-                filename = plot.get("file", "predictions.parquet")
+                filename = plot.get("file", RunLayout.PREDICTIONS)
                 frame = load_predictions(results_dir, family, dataset, setting, method_dir.name, filename)
                 if frame is None:
                     continue
@@ -411,7 +401,7 @@ def add_report_subparser(subparsers) -> argparse.ArgumentParser:
 
 def main_report(args) -> int:
     try:  # the validated, registry-merged config when the spine's loader is present
-        from uqcal.pipeline.config import load_config
+        from uqcal.pipeline.config.load import load_config
 
         config = load_config(args.configfile)
     except ImportError:

@@ -8,7 +8,7 @@ tested after the run.
 
 from __future__ import annotations
 
-from uqcal.pipeline.config import methods_for, seeds_for, settings_for
+from uqcal.pipeline.config.runs import methods_for, seeds_for, settings_for
 from uqcal.pipeline.paper_numbers import paper_dataset_for
 
 

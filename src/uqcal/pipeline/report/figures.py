@@ -21,6 +21,7 @@ import seaborn as sns  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from uqcal.core.io import load_torch, write_bytes  # noqa: E402
+from uqcal.pipeline.layout import RunLayout  # noqa: E402
 from uqcal.pipeline.report.results import load_predictions  # noqa: E402
 
 plt.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "uqcal", "figure.dpi": 100})
@@ -74,7 +75,7 @@ def save_figure(fig, out_dir: Path, stem: str) -> dict[str, Path]:
 
 def _keys(ctx: FigureContext, spec: dict) -> list[tuple[str, str]]:
     """(dataset, setting) pairs with runs on disk, filtered by the spec."""
-    root = Path(ctx.results_dir) / ctx.family
+    root = RunLayout(ctx.results_dir).family_dir(ctx.family)
     keys = sorted({(p.parent.name, p.name) for p in root.glob("*/*") if p.is_dir()}) if root.is_dir() else []
     if spec.get("datasets"):
         keys = [k for k in keys if k[0] in spec["datasets"]]
@@ -84,7 +85,7 @@ def _keys(ctx: FigureContext, spec: dict) -> list[tuple[str, str]]:
 
 
 def _methods(ctx: FigureContext, spec: dict, dataset: str, setting: str) -> list[str]:
-    root = Path(ctx.results_dir) / ctx.family / dataset / setting
+    root = RunLayout(ctx.results_dir).setting_dir(ctx.family, dataset, setting)
     present = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     wanted = spec.get("methods")
     return [m for m in wanted if m in present] if wanted else present
@@ -148,7 +149,7 @@ def build_pit_calibration(spec: dict, ctx: FigureContext) -> list:
 
 def _load_model_state(run_dir: Path):
     # weights_only: a model.pt pulled from a shared remote must not run code when the report reads it
-    return load_torch(run_dir / "model.pt", map_location="cpu")
+    return load_torch(run_dir / RunLayout.MODEL, map_location="cpu")
 
 
 def build_calibration_map(spec: dict, ctx: FigureContext) -> list:
@@ -161,10 +162,10 @@ def build_calibration_map(spec: dict, ctx: FigureContext) -> list:
         drawn = 0
         for method in _methods(ctx, spec, dataset, setting):
             color = f"C{drawn % 10}"
-            seeds = sorted((Path(ctx.results_dir) / ctx.family / dataset / setting / method).glob("seed*"))
+            seeds = RunLayout(ctx.results_dir).seed_dirs(ctx.family, dataset, setting, method)
             labelled = False
             for run in seeds:
-                if not (run / "model.pt").exists():
+                if not (run / RunLayout.MODEL).exists():
                     continue
                 state = _load_model_state(run)
                 if x_key not in state or y_key not in state:
@@ -236,7 +237,7 @@ def _band(ax, table: pd.DataFrame, label: str, color=None):
 def build_curve(spec: dict, ctx: FigureContext) -> list:
     """Mean over seeds of a per-run curve (``file``: x column vs y column), with a standard-error band."""
     out = []
-    filename, x_col, y_col = spec.get("file", "predictions.parquet"), spec["x"], spec["y"]
+    filename, x_col, y_col = spec.get("file", RunLayout.PREDICTIONS), spec["x"], spec["y"]
     for dataset, setting in _keys(ctx, spec):
         fig, ax = plt.subplots(figsize=(4.8, 3.4))
         drawn = 0
@@ -603,9 +604,8 @@ def load_stats_curves(results_dir: Path, family: str, dataset: str, setting: str
     """Curves stored in ``train_stats.json`` under ``key`` as {name: [[y0, y1, ...], ...]} for every seed:
     returns {name: 2-D array (curves x steps)}, curves of unequal length truncated to the shortest; with
     ``truncate`` False, {name: [list per curve]} as logged (the i-th curves of two names belong together)."""
-    root = Path(results_dir) / family / dataset / setting / method
     collected: dict[str, list] = {}
-    for path in sorted(root.glob("seed*/train_stats.json")):
+    for path in RunLayout(results_dir).seed_files(family, dataset, setting, method, RunLayout.TRAIN_STATS):
         stats_json = json.loads(path.read_text())
         for name, curves in (stats_json.get(key) or {}).items():
             curves = [curves] if curves and not isinstance(curves[0], list) else curves
@@ -629,8 +629,8 @@ def build_stats_xy(spec: dict, ctx: FigureContext) -> list:
         panels = []
         for method in _methods(ctx, spec, dataset, setting):
             rows = []
-            root = Path(ctx.results_dir) / ctx.family / dataset / setting / method
-            for path in sorted(root.glob("seed*/train_stats.json")):
+            for path in RunLayout(ctx.results_dir).seed_files(ctx.family, dataset, setting, method,
+                                                              RunLayout.TRAIN_STATS):
                 for x, y in json.loads(path.read_text()).get(spec["key"]) or []:
                     rows.append({"seed": path.parent.name, "x": float(x), "y": float(y)})
             if rows:

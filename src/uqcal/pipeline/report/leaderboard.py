@@ -45,11 +45,12 @@ def train_seconds(results_dir: Path, family: str, dataset: str, setting: str, me
                   depends_on: dict[str, str | None]) -> float:
     """Seconds spent fitting ``method`` and the runs it builds on: every timing key of their train_stats.json."""
     from uqcal.methods.api import is_timing_key
+    from uqcal.pipeline.layout import RunLayout
     from uqcal.pipeline.report.results import read_train_stats
 
     total, current = 0.0, method
     while current is not None:
-        stats = read_train_stats(Path(results_dir) / family / dataset / setting / current / f"seed{seed}")
+        stats = read_train_stats(RunLayout(results_dir).run_dir(family, dataset, setting, current, seed))
         total += sum(float(v) for k, v in stats.items()
                      if is_timing_key(k) and isinstance(v, (int, float)) and not isinstance(v, bool))
         current = depends_on.get(current)

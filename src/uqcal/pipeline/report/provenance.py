@@ -190,14 +190,16 @@ def read_run_devices(results_dir: Path, family: str) -> pd.DataFrame:
     ``RunContext.save_outputs``), not from the machine building the report: a cluster's runs train on GPU
     nodes and are reported from a login node. A run without the fields counts as "not recorded".
     """
+    from uqcal.pipeline.layout import RunLayout
     from uqcal.pipeline.report.results import read_train_stats, run_dirs
 
     counts: dict[tuple[str, str, str], int] = {}
     for run_dir in run_dirs(results_dir, family):
-        if not (run_dir / "train_stats.json").exists():
+        if not (run_dir / RunLayout.TRAIN_STATS).exists():
             continue
         stats = read_train_stats(run_dir)
-        key = (str(stats.get("device") or NOT_RECORDED), str(stats.get("device_name") or ""), run_dir.parts[-2])
+        method = RunLayout.run_key(run_dir)[2]
+        key = (str(stats.get("device") or NOT_RECORDED), str(stats.get("device_name") or ""), method)
         counts[key] = counts.get(key, 0) + 1
     rows = [(*key, n) for key, n in sorted(counts.items())]
     return pd.DataFrame(rows, columns=DEVICE_COLUMNS)
@@ -253,11 +255,14 @@ def collect(config_path: str | Path, repo: Path, records_dir: Path, data_dir: Pa
             datasets: list[str] | None = None, jobs: list[str] | None = None) -> Provenance:
     """Provenance of one run: with ``datasets`` / ``jobs`` (the config's), only their records and timings,
     not those of whatever else was run in the same folders."""
+    from uqcal.pipeline.config.source import config_hash
+
     commit, dirty = git_state(Path(repo))
     lock, lock_mismatches = lock_state(Path(repo))
     return Provenance(
         config_path=str(config_path),
-        config_sha256=file_sha256(config_path),
+        # the config and the files it extends (a file alone: its own sha256)
+        config_sha256=config_hash(config_path) if Path(config_path).is_file() else "missing",
         git_commit=commit,
         git_dirty=dirty,
         packages=package_versions(),

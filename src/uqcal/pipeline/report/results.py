@@ -4,31 +4,27 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from uqcal.metrics import ece_floor
+from uqcal.pipeline.layout import RunLayout
 
 SUMMARY_COLUMNS = ["dataset", "setting", "method", "metric", "mean", "std", "n"]
 RUN_COLUMNS = ["dataset", "setting", "method", "seed", "metric", "value"]
-_SEED_DIR = re.compile(r"^seed(\d+)$")
 
 
 def run_dirs(results_dir: Path, family: str) -> list[Path]:
     """Every ``<dataset>/<setting>/<method>/seed<k>`` directory of a family, sorted."""
-    root = Path(results_dir) / family
-    if not root.is_dir():
-        return []
-    return sorted(p for p in root.glob("*/*/*/seed*") if p.is_dir() and _SEED_DIR.match(p.name))
+    return RunLayout(results_dir).run_dirs(family)
 
 
 def read_train_stats(run_dir: Path) -> dict:
     """A run's ``train_stats.json`` as a dict; {} when it is missing, not JSON or not an object (the report
     then shows what it cannot read as not recorded rather than failing)."""
-    path = run_dir / "train_stats.json"
+    path = run_dir / RunLayout.TRAIN_STATS
     if not path.exists():
         return {}
     try:
@@ -42,7 +38,7 @@ def load_runs(results_dir: Path, family: str) -> pd.DataFrame:
     """Long table of per-run metrics (one row per run and metric) from every ``metrics.json``."""
     rows = []
     for run_dir in run_dirs(results_dir, family):
-        path = run_dir / "metrics.json"
+        path = run_dir / RunLayout.METRICS
         if not path.exists():
             continue
         try:
@@ -51,8 +47,7 @@ def load_runs(results_dir: Path, family: str) -> pd.DataFrame:
             raise ValueError(f"{path}: not valid JSON ({err})") from err
         if not isinstance(record.get("metrics"), dict):
             raise ValueError(f"{path}: expected a 'metrics' object")
-        dataset, setting, method = run_dir.parts[-4:-1]
-        seed = int(_SEED_DIR.match(run_dir.name).group(1))
+        dataset, setting, method, seed = RunLayout.run_key(run_dir)
         for metric, value in record["metrics"].items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 rows.append((dataset, setting, method, seed, metric, float(value)))
@@ -70,7 +65,7 @@ def summarise_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
 def load_summary(results_dir: Path, family: str, runs: pd.DataFrame | None = None) -> pd.DataFrame:
     """``summary.csv`` if present (validated), else summarised from the runs."""
-    path = Path(results_dir) / family / "summary.csv"
+    path = RunLayout(results_dir).summary(family)
     if path.exists():
         frame = pd.read_csv(path, dtype={"dataset": str, "setting": str, "method": str, "metric": str})
         missing = [c for c in SUMMARY_COLUMNS if c not in frame.columns]
@@ -115,16 +110,12 @@ def load_predictions(
     dataset: str,
     setting: str,
     method: str,
-    filename: str = "predictions.parquet",
+    filename: str = RunLayout.PREDICTIONS,
 ) -> pd.DataFrame | None:
     """All seeds' rows of one per-run file, with a ``seed`` column; None when no run has the file."""
-    root = Path(results_dir) / family / dataset / setting / method
     frames = []
-    for path in sorted(root.glob(f"seed*/{filename}")):
-        match = _SEED_DIR.match(path.parent.name)
-        if match is None:
-            continue
+    for path in RunLayout(results_dir).seed_files(family, dataset, setting, method, filename):
         frame = pd.read_parquet(path) if filename.endswith(".parquet") else pd.read_csv(path)
-        frame["seed"] = int(match.group(1))
+        frame["seed"] = RunLayout.seed_of(path.parent)
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else None

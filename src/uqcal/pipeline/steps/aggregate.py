@@ -11,11 +11,12 @@ LOG = logging.getLogger("uqcal")
 
 
 def run(args) -> int:
+    from uqcal.pipeline.layout import RunLayout
     from uqcal.pipeline.summary import aggregate_family
 
     with running(args, "aggregate", (args.family,), elsewhere=args.out is not None) as spec:
         job = spec["job"]
-        out = Path(args.out or f"{args.results_dir}/{job['family']}/summary.csv")
+        out = Path(args.out) if args.out else RunLayout(args.results_dir).summary(job["family"])
         summary = aggregate_family(job["family"], job["family_config"], Path(args.results_dir), out)
         LOG.info("aggregated %d rows -> %s", len(summary), out)
     return 0

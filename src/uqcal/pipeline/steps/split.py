@@ -12,7 +12,8 @@ LOG = logging.getLogger("uqcal")
 
 def run(args) -> int:
     if args.seed is not None:  # one seed, for people: not a pipeline job, so no record
-        from uqcal.pipeline.config import load_config, split_job
+        from uqcal.pipeline.config.load import load_config
+        from uqcal.pipeline.config.payloads import split_job
 
         _write(args, [split_job(load_config(args.config or "config/config.yaml"), args.family, args.dataset,
                                 args.setting, args.seed)])
@@ -20,7 +21,7 @@ def run(args) -> int:
     if args.out:
         raise SystemExit("uqcal split: --out needs --seed")
     with running(args, "split", (args.family, args.dataset, args.setting)) as spec:
-        from uqcal.pipeline.config import per_seed_jobs
+        from uqcal.pipeline.config.payloads import per_seed_jobs
 
         _write(args, per_seed_jobs(spec["job"]))
     return 0
@@ -28,15 +29,15 @@ def run(args) -> int:
 
 def _write(args, jobs: list[dict]) -> None:
     from uqcal.core.io import write_json
-    from uqcal.data.datasets import load_table, raw_paths
+    from uqcal.data.datasets import load_table
     from uqcal.data.splits import make_split
-    from uqcal.pipeline.config import split_path
+    from uqcal.pipeline.layout import RunLayout
 
+    layout = RunLayout(data=args.data_dir)
     first = jobs[0]
-    table = load_table(first["dataset"], spec=first["dataset_spec"], raw_path=raw_paths(first["dataset"], args.data_dir)[0])
+    table = load_table(first["dataset"], spec=first["dataset_spec"], raw_path=layout.raw_files(first["dataset"])[0])
     for one in jobs:
         split = make_split(one["family"], table, one["split_params"], one["seed"])
-        out = Path(args.out) if args.out else Path(args.data_dir) / Path(
-            split_path(one["family"], one["dataset"], one["setting"], one["seed"])).relative_to("data")
+        out = Path(args.out) if args.out else layout.split_path(one["family"], one["dataset"], one["setting"], one["seed"])
         write_json(out, split)
         LOG.info("split %s/%s/%s seed %d -> %s", one["family"], one["dataset"], one["setting"], one["seed"], out)

@@ -79,7 +79,10 @@ def train_one(ctx, method):
     with gpytorch.settings.debug(False):
         method.train(ctx)
     ctx.log.info("trained in %.1f s", time.perf_counter() - start)
-    missing = [f for f in ("model.pt", "predictions.parquet", "train_stats.json") if not (ctx.run_dir / f).exists()]
+    from uqcal.pipeline.layout import RunLayout
+
+    outputs = (RunLayout.MODEL, RunLayout.PREDICTIONS, RunLayout.TRAIN_STATS)
+    missing = [f for f in outputs if not (ctx.run_dir / f).exists()]
     if missing:
         raise SystemExit(f"method {ctx.method} did not write {missing} (must call ctx.save_outputs)")
     return ctx.saved_predictions
@@ -89,6 +92,7 @@ def evaluate_one(ctx, method, predictions=None) -> None:
     """Write the seed's metrics.json: of ``predictions`` (the frame its training has just saved), else of its
     predictions.parquet."""
     from uqcal.core.io import write_json
+    from uqcal.pipeline.layout import RunLayout
 
     metrics = method.evaluate(ctx, predictions)
     bad = [k for k, v in metrics.items() if not isinstance(v, (int, float)) or isinstance(v, bool)]
@@ -98,7 +102,7 @@ def evaluate_one(ctx, method, predictions=None) -> None:
     nonfinite = [k for k, v in metrics.items() if not math.isfinite(v)]
     if nonfinite:
         ctx.log.warning("non-finite metrics: %s", nonfinite)
-    write_json(ctx.run_dir / "metrics.json", {
+    write_json(ctx.run_dir / RunLayout.METRICS, {
         "family": ctx.family, "dataset": ctx.dataset, "setting": ctx.setting, "method": ctx.method,
         "seed": ctx.seed, "metrics": metrics,
     })

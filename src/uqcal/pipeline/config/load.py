@@ -1,0 +1,41 @@
+"""A config file (or its composed data) to the validated, registry-merged config every step runs from."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Collection
+from pathlib import Path
+
+from uqcal.pipeline.config.registry import dataset_registry
+from uqcal.pipeline.config.schema import validate_schema
+from uqcal.pipeline.config.semantics import check_semantics
+from uqcal.pipeline.config.source import EXTENDS_KEY, ConfigError, check_raw_config, repo_root_for
+
+
+def load_config(path: str | Path, root: Path | None = None, method_families: Collection[str] | None = None) -> dict:
+    """Read (``extends`` composed), validate and resolve a config file (dataset registry merged in).
+
+    ``method_families``: check the method parameters of these families only (``check_semantics``).
+    """
+    config = check_raw_config(path)
+    return prepare_config(config, root or repo_root_for(path), method_families)
+
+
+def prepare_config(config: dict, root: Path | None = None, method_families: Collection[str] | None = None) -> dict:
+    """Validate ``config`` (composed: no ``extends`` left) and return a copy whose ``datasets`` holds the merged
+    registry."""
+    if EXTENDS_KEY in config:
+        raise ConfigError(f"`{EXTENDS_KEY}: {config[EXTENDS_KEY]}` is resolved when a config is read from its file: "
+                          "compose it first (uqcal.pipeline.config.source.compose(path, data).data)")
+    root = root or repo_root_for()
+    validate_schema(config, root)
+    config = copy.deepcopy(config)
+    registry = dataset_registry(config, root)
+    inline = config.get("datasets") or {}
+    config["datasets"] = registry
+    config["datasets_inline"] = sorted(inline)  # where each entry lives matters for DVC params
+    config.setdefault("device", "auto")
+    config.setdefault("torch_threads", 1)
+    validate_schema({"families": {}, "datasets": registry}, root)
+    check_semantics(config, root, method_families)
+    return config
