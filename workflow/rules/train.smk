@@ -40,6 +40,7 @@ rule aggregate:
         unpack(job_inputs("aggregate")),
     output:
         summary="results/{family}/summary.csv",
+        runs="results/{family}/runs.parquet",
         record=record("aggregate", "{family}"),
     log:
         "logs/aggregate/{family}.log",

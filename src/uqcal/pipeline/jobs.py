@@ -116,7 +116,7 @@ def outputs(job: Job) -> list[str]:
     if job.rule == "train":
         return ["results/" + "/".join(job.key)]
     if job.rule == "aggregate":
-        return [f"results/{job.key[0]}/summary.csv"]
+        return [f"results/{job.key[0]}/summary.csv", f"results/{job.key[0]}/runs.parquet"]
     return ["reports"]
 
 
@@ -135,7 +135,9 @@ def upstream(config: dict, job: Job) -> list[Job]:
         return found + ([Job("train", (family, dataset, setting, dep))] if dep else [])
     if job.rule == "aggregate":
         return [Job("train", (b.family, b.dataset, b.setting, b.method)) for b in _batches(config, job.key[0])]
-    return [Job("aggregate", (family,)) for family in config["families"]]
+    # The report: every family's tables, and its runs' folders for what is not a metric (uqcal.pipeline.report.results).
+    aggregates = [Job("aggregate", (family,)) for family in config["families"]]
+    return aggregates + [up for job in aggregates for up in upstream(config, job)]
 
 
 def inputs(config: dict, job: Job) -> list[str]:
