@@ -102,11 +102,11 @@ class RunFiles:
     def _present(self) -> dict[tuple[str, str, str], list[int]]:
         """(dataset, setting, method) -> planned seeds with a folder, in the order described above."""
         present = {}
-        for (dataset, setting, method), seeds in sorted(self.plan.items()):
+        for (dataset, setting, method), seeds in sorted((tuple(map(str, key)), seeds) for key, seeds in self.plan.items()):
             found = sorted((s for s in set(seeds) if self.run_dir(dataset, setting, method, s).is_dir()),
                            key=lambda s: f"seed{s}")
             if found:
-                present[(dataset, str(setting), method)] = found
+                present[(dataset, setting, method)] = found
         return present
 
     def runs(self) -> list[tuple[str, str, str, int]]:
