@@ -15,6 +15,7 @@ from scipy import stats
 
 from tests.conftest import REPO
 from uqcal.metrics.stats import average_ranks, friedman_pvalue, holm_adjust, nemenyi_critical_difference
+from uqcal.pipeline.report.results import RunFiles
 
 ARENA_SETTING = "split70-10-20"
 
@@ -209,7 +210,7 @@ def test_dataset_table_tests_each_method_against_the_best_with_holm():
     from uqcal.pipeline.report.leaderboard import dataset_table, per_seed_values
 
     runs = _fake_runs()
-    values = per_seed_values(runs, Path("/nonexistent"), "arena", ["nlpd", "cov90"], {})
+    values = per_seed_values(runs, RunFiles(Path("/nonexistent"), "arena", {}), ["nlpd", "cov90"], {})
     block = values.xs(("d1", ARENA_SETTING), level=["dataset", "setting"])
     table = dataset_table(block, ["nlpd", "cov90"], {"cov90": 0.9})
     means = block["nlpd"].groupby(level="method").mean()
@@ -229,7 +230,7 @@ def test_dataset_table_tests_each_method_against_the_best_with_holm():
 def test_rank_table_and_critical_difference_figure(tmp_path):
     from uqcal.pipeline.report.leaderboard import cliques, per_seed_values, rank_table
 
-    values = per_seed_values(_fake_runs(), Path("/nonexistent"), "arena", ["nlpd", "rmse"], {})
+    values = per_seed_values(_fake_runs(), RunFiles(Path("/nonexistent"), "arena", {}), ["nlpd", "rmse"], {})
     ranks, friedman = rank_table(values, ["nlpd"], {})
     means = values["nlpd"].groupby(level=["dataset", "method"]).mean().unstack("method")
     by_hand = means.rank(axis=1).mean()
@@ -247,7 +248,7 @@ def test_leaderboard_page_covers_a_dataset_added_later(tmp_path):
     runs = _fake_runs(datasets=("concrete", "boston", "my_new_set"))
     spec = yaml.safe_load((REPO / "src/uqcal/pipeline/report/specs/arena.yaml").read_text())["leaderboard"]
     spec = {**spec, "metrics": ["rmse", "nlpd", "cov90"], "rank_metrics": ["nlpd"]}
-    board = build_leaderboard(spec, runs, tmp_path / "results", "arena", tmp_path / "out", {})
+    board = build_leaderboard(spec, runs, RunFiles.on_disk(tmp_path / "results", "arena"), tmp_path / "out", {})
     assert set(board.per_dataset) == {"concrete", "boston", "my_new_set"}
     assert "<h3>my_new_set</h3>" in board.html and "Mean rank" in board.html
     assert (tmp_path / "out/tables/leaderboard__my_new_set.md").exists()

@@ -10,8 +10,8 @@ from scipy import stats
 
 from uqcal.metrics import replication as R
 from uqcal.pipeline.paper_numbers import DatasetRelation, Reference
-from uqcal.pipeline.report.claims import NOT_RUN, ClaimContext, evaluate_claim
-from uqcal.pipeline.report.verdicts import STAND_INS
+from uqcal.pipeline.report.claims import evaluate_claim
+from uqcal.pipeline.report.verdicts import NOT_RUN, STAND_INS, ClaimContext
 
 BUDGET = 15  # censored runs record steps_to_target = BUDGET + 1
 

@@ -15,8 +15,8 @@ from scipy import stats
 from uqcal.metrics import replication as R
 from uqcal.metrics.stats import fold_blocked_test, pairs_for_power
 from uqcal.pipeline.paper_numbers import DatasetRelation, Reference
-from uqcal.pipeline.report.claims import NOT_RUN, ClaimContext, evaluate_claim
-from uqcal.pipeline.report.verdicts import PAPER_DATA, STAND_INS
+from uqcal.pipeline.report.claims import evaluate_claim
+from uqcal.pipeline.report.verdicts import NOT_RUN, PAPER_DATA, STAND_INS, ClaimContext
 
 RELATIONS = {"concrete": DatasetRelation("concrete", "Concrete Strength", "same"),
              "boston": DatasetRelation("boston", "Boston Housing", "same"),

@@ -19,8 +19,9 @@ from statsmodels.stats.weightstats import DescrStatsW, ttost_paired
 from uqcal.metrics import replication as R
 from uqcal.metrics.stats import pairs_for_power
 from uqcal.pipeline.paper_numbers import DatasetRelation, Reference
-from uqcal.pipeline.report.claims import KINDS, NOT_RUN, ClaimContext, evaluate_claim
-from uqcal.pipeline.report.verdicts import NO_PAPER_NUMBER, PAPER_DATA, STAND_INS
+from uqcal.pipeline.report.claims import KINDS, evaluate_claim
+from uqcal.pipeline.report.results import RunFiles
+from uqcal.pipeline.report.verdicts import NO_PAPER_NUMBER, NOT_RUN, PAPER_DATA, STAND_INS, ClaimContext
 
 COLUMNS = ["dataset", "setting", "method", "seed", "metric", "value"]
 Z95 = stats.norm.ppf(0.975)
@@ -472,7 +473,8 @@ def _curves_ctx(tmp_path, curves_by_seed: list[dict]) -> ClaimContext:
         (run / "train_stats.json").write_text(json.dumps({"inner_elbo_curves": curves}))
     summary = pd.DataFrame([("g", "5w5s", "md", "acc", 50.0, 0.0, len(curves_by_seed))],
                            columns=["dataset", "setting", "method", "metric", "mean", "std", "n"])
-    return ClaimContext("fewshot", summary, pd.DataFrame(columns=COLUMNS), Reference("fewshot"), {}, tmp_path)
+    return ClaimContext("fewshot", summary, pd.DataFrame(columns=COLUMNS), Reference("fewshot"), {},
+                        RunFiles.on_disk(tmp_path, "fewshot"))
 
 
 CURVE_CHECK = {"kind": "stats_curve_greater", "key": "inner_elbo_curves", "a": "md", "b": "gd_whitened",

@@ -12,8 +12,10 @@ from statsmodels.stats.weightstats import DescrStatsW
 from uqcal.metrics import replication as R
 from uqcal.metrics.classification import classification_ece, classification_mce
 from uqcal.pipeline.paper_numbers import Reference
-from uqcal.pipeline.report.claims import NOT_RUN, ClaimContext, evaluate_claim
+from uqcal.pipeline.report.claims import evaluate_claim
 from uqcal.pipeline.report.episode_claims import compare, episode_table, pooled_errors
+from uqcal.pipeline.report.results import RunFiles
+from uqcal.pipeline.report.verdicts import NOT_RUN, ClaimContext
 
 
 def predictions(seed: int, sharp: float, n_episodes=60, n_query=75, n_classes=5, acc=None) -> pd.DataFrame:
@@ -82,7 +84,7 @@ def _ctx(tmp_path, methods, margins=None, claim_runs=None):
     summary = pd.DataFrame([("glyphs", "5w5s", m, "acc", 0.5, None, 1) for m in methods],
                            columns=["dataset", "setting", "method", "metric", "mean", "std", "n"])
     return ClaimContext("fewshot", summary, pd.DataFrame(), Reference("fewshot", margins=margins or {}), {},
-                        tmp_path, claim_runs, "test")
+                        RunFiles.on_disk(tmp_path, "fewshot"), claim_runs, "test")
 
 
 def test_episode_paired_has_one_row_per_other_method_and_tests_not_worse_at_the_margin(tmp_path):

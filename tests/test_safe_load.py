@@ -12,7 +12,9 @@ import torch
 
 from uqcal.core.io import UnsafeArtifactError, load_torch, torch_save
 from uqcal.core.resume import TrainingCheckpoint
-from uqcal.pipeline.report.figures import FigureContext, build_calibration_map
+from uqcal.pipeline.report.figures.base import FigureContext
+from uqcal.pipeline.report.figures.calibration import build_calibration_map
+from uqcal.pipeline.report.results import RunFiles
 
 
 class Payload:
@@ -85,7 +87,7 @@ def test_report_figure_refuses_a_crafted_model(tmp_path):
     run = tmp_path / "results" / "qr" / "d" / "cv" / "iso" / "seed0"
     run.mkdir(parents=True)
     crafted(run / "model.pt", marker)
-    ctx = FigureContext("qr", {}, pd.DataFrame(), tmp_path / "results", tmp_path / "fig", {})
+    ctx = FigureContext("qr", {}, pd.DataFrame(), RunFiles.on_disk(tmp_path / "results", "qr"), tmp_path / "fig", {})
     with pytest.raises(UnsafeArtifactError, match="seed0/model.pt"):
         build_calibration_map({"id": "map", "x": "knots_u", "y": "knots_r"}, ctx)
     assert not marker.exists()

@@ -47,6 +47,7 @@ RAW_PARQUET, RAW_PROVENANCE = (path.as_posix() for path in _LAYOUT.raw_files("{d
 SPLIT_DIR = _LAYOUT.split_dir("{family}", "{dataset}", "{setting}").as_posix()  # seed<k>.json inside
 METHOD_DIR = _LAYOUT.method_dir("{family}", "{dataset}", "{setting}", "{method}").as_posix()  # seed<k>/ inside
 SUMMARY = _LAYOUT.summary("{family}").as_posix()
+RUNS = _LAYOUT.runs("{family}").as_posix()
 
 
 def record(rule, pattern):

@@ -40,6 +40,7 @@ rule aggregate:
         unpack(job_inputs("aggregate")),
     output:
         summary=SUMMARY,
+        runs=RUNS,
         record=record("aggregate", "{family}"),
     log:
         "logs/aggregate/{family}.log",

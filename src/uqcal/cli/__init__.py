@@ -87,11 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "--seed) from their predictions and train stats, and write metrics.json.")
     _add_job_args(p, "family", "dataset", "setting", "method", "seed")
 
-    p = sub.add_parser("aggregate", help="aggregate a family's metrics.json files into summary.csv",
-                       description="Write results/<family>/summary.csv (dataset,setting,method,metric,mean,std,n) "
-                       "aggregated over seeds.")
+    p = sub.add_parser("aggregate", help="aggregate a family's metrics.json files into runs.parquet and summary.csv",
+                       description="Write results/<family>/runs.parquet (dataset,setting,method,seed,metric,value: "
+                       "every run's numbers) and results/<family>/summary.csv (dataset,setting,method,metric,mean,"
+                       "std,n) aggregated over seeds.")
     _add_job_args(p, "family")
-    p.add_argument("--out")
+    p.add_argument("--out", help="where summary.csv goes (runs.parquet beside it)")
 
     p = sub.add_parser("report", help="write reports/ (HTML + Markdown tables, figures, provenance)",
                        description="Build reports/index.html and one page per family from results/.")

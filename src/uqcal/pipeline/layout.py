@@ -33,6 +33,7 @@ class RunLayout:
     TRAIN_STATS = "train_stats.json"
     METRICS = "metrics.json"
     SUMMARY = "summary.csv"
+    RUNS = "runs.parquet"
 
     # ---------------------------------------------------------------------------------------- results/
     def family_dir(self, family: str) -> Path:
@@ -41,6 +42,10 @@ class RunLayout:
     def summary(self, family: str) -> Path:
         """results/<family>/summary.csv (``uqcal aggregate``)."""
         return self.family_dir(family) / self.SUMMARY
+
+    def runs(self, family: str) -> Path:
+        """results/<family>/runs.parquet: every run's value of every metric (``uqcal aggregate``)."""
+        return self.family_dir(family) / self.RUNS
 
     def setting_dir(self, family: str, dataset: str, setting: str) -> Path:
         """results/<family>/<dataset>/<setting>: one folder per method inside."""
@@ -52,7 +57,12 @@ class RunLayout:
 
     def run_dir(self, family: str, dataset: str, setting: str, method: str, seed: int | str) -> Path:
         """results/<family>/<dataset>/<setting>/<method>/seed<k>: one run."""
-        return self.method_dir(family, dataset, setting, method) / f"seed{seed}"
+        return self.method_dir(family, dataset, setting, method) / self.seed_dir_name(seed)
+
+    @staticmethod
+    def seed_dir_name(seed: int | str) -> str:
+        """A run folder's name, ``seed<k>`` (the order of these names is the report's seed order)."""
+        return f"seed{seed}"
 
     def run_dirs(self, family: str) -> list[Path]:
         """Every run folder of a family on disk (``<dataset>/<setting>/<method>/seed<k>``), sorted."""

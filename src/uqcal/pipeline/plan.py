@@ -95,7 +95,7 @@ def outputs(job: Job) -> list[str]:
     if job.rule == "train":
         return [layout.method_dir(*job.key).as_posix()]
     if job.rule == "aggregate":
-        return [layout.summary(job.key[0]).as_posix()]
+        return [layout.summary(job.key[0]).as_posix(), layout.runs(job.key[0]).as_posix()]
     return ["reports"]
 
 
@@ -114,7 +114,9 @@ def upstream(config: dict, job: Job) -> list[Job]:
         return found + ([Job("train", (family, dataset, setting, dep))] if dep else [])
     if job.rule == "aggregate":
         return [Job("train", (b.family, b.dataset, b.setting, b.method)) for b in _batches(config, job.key[0])]
-    return [Job("aggregate", (family,)) for family in config["families"]]
+    # The report: every family's tables, and its runs' folders for what is not a metric (uqcal.pipeline.report.results).
+    aggregates = [Job("aggregate", (family,)) for family in config["families"]]
+    return aggregates + [up for job in aggregates for up in upstream(config, job)]
 
 
 def inputs(config: dict, job: Job) -> list[str]:

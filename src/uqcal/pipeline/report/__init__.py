@@ -1,4 +1,4 @@
-"""Auto-generated reports over the artifact contract (results/<family>/summary.csv, metrics.json)."""
+"""Auto-generated reports over the artifact contract (results/<family>/runs.parquet and summary.csv, the runs' files)."""
 
 from uqcal.core.lazy import lazy_getattr
 

@@ -1,17 +1,15 @@
 """Build ``reports/``: an index page and one page per family (claims first, then tables beside the paper's
 numbers, figures and provenance), Markdown tables, SVG/PNG figures, and DVC metrics/plots files.
 
-The report is the config's own: it covers the config's families only, and reads ``results/`` through a
-view that holds exactly the runs the config plans (its datasets, settings, methods and seeds), so runs
-that other configs left in ``results/`` never reach a table, claim or figure."""
+The report is the config's own: it covers the config's families only, and reads exactly the runs the config
+plans (its datasets, settings, methods and seeds), so runs that other configs left in ``results/`` never reach a
+table, claim or figure. Its numbers are what ``uqcal aggregate`` wrote (``results/<family>/runs.parquet`` and
+``summary.csv``); the planned runs' own folders give what is not a metric (``uqcal.pipeline.report.results``)."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
-import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html import escape
 from importlib import resources
@@ -25,11 +23,13 @@ from uqcal.pipeline.config.registry import dataset_registry
 from uqcal.pipeline.layout import RunLayout
 from uqcal.pipeline.paper_numbers import DatasetRelation, Reference, load_reference, relate_dataset
 from uqcal.pipeline.report import html as H
-from uqcal.pipeline.report.claims import ClaimContext, ClaimResult, evaluate_claims
-from uqcal.pipeline.report.figures import FigureContext, build_figure, pit_values
+from uqcal.pipeline.report.claims import evaluate_claims
+from uqcal.pipeline.report.figures import build_figure
+from uqcal.pipeline.report.figures.base import FigureContext, pit_values
 from uqcal.pipeline.report.provenance import Provenance, collect, read_run_devices
-from uqcal.pipeline.report.results import load_predictions, load_runs, load_summary, with_ece_floors
+from uqcal.pipeline.report.results import RunFiles, load_tables, with_ece_floors
 from uqcal.pipeline.report.tables import FAILURE_MARK, BuiltTable, build_table, fit_failure_counts, to_html, to_markdown
+from uqcal.pipeline.report.verdicts import ClaimContext, ClaimResult
 
 log = logging.getLogger("uqcal.pipeline.report")
 
@@ -65,46 +65,17 @@ def planned_runs(config: dict, family: str) -> dict[tuple[str, str, str], list[i
     return plan
 
 
-@contextlib.contextmanager
-def planned_view(config: dict, results_dir: Path, families: list[str]) -> Iterator[Path]:
-    """A temporary ``results/`` holding only the config's planned runs (links to the real run folders)
-    and each family's ``summary.csv`` rows for them; every reader of the report goes through it."""
-    from uqcal.pipeline.summary import collect_metrics, summarise
-
-    results_dir = Path(results_dir).resolve()
-    with tempfile.TemporaryDirectory(prefix="uqcal-report-view-") as tmp:
-        view = Path(tmp)
-        for family in families:
-            plan = planned_runs(config, family)
-            for (dataset, setting, method), seeds in plan.items():
-                for seed in seeds:
-                    source = RunLayout(results_dir).run_dir(family, dataset, setting, method, seed)
-                    if source.is_dir():
-                        link = RunLayout(view).run_dir(family, dataset, setting, method, seed)
-                        link.parent.mkdir(parents=True, exist_ok=True)
-                        link.symlink_to(source, target_is_directory=True)
-            # summary.csv as `uqcal aggregate` writes it for this config, from the planned runs only (a
-            # summary.csv on disk may be another config's, over other seeds).
-            long = collect_metrics(family, config["families"][family], view, missing_ok=True)
-            if not long.empty:
-                write_text(RunLayout(view).summary(family), summarise(long).to_csv(index=False, float_format="%.6g"))
-        yield view
-
-
-def load_fit_failures(results_dir: Path, family: str, runs: pd.DataFrame) -> pd.DataFrame:
-    """(dataset, setting, method, seed, fit_failures), one row per run: the count from its train_stats.json
-    (the shared convention), else from its metrics.json (which carries train_stats' numbers), else 0."""
-    from uqcal.pipeline.report.results import read_train_stats, run_dirs
-
+def load_fit_failures(files: RunFiles, runs: pd.DataFrame) -> pd.DataFrame:
+    """(dataset, setting, method, seed, fit_failures), one row per planned run: the count from its train_stats.json
+    (the shared convention), else from its metrics (which carry train_stats' numbers), else 0."""
     logged = {}
     if not runs.empty:
         for rec in runs[runs["metric"] == "fit_failures"].itertuples(index=False):
             logged[(rec.dataset, str(rec.setting), rec.method, int(rec.seed))] = float(rec.value)
     rows = []
-    for run_dir in run_dirs(results_dir, family):
-        key = RunLayout.run_key(run_dir)
+    for key in files.runs():
         value = logged.get(key, 0.0)
-        found = read_train_stats(run_dir).get("fit_failures")
+        found = files.train_stats(*key).get("fit_failures")
         if isinstance(found, (int, float)) and not isinstance(found, bool):
             value = float(found)
         rows.append((*key, value))
@@ -143,17 +114,15 @@ def _metrics_json(summary: pd.DataFrame, metrics: list[str] | None = None) -> di
     return out
 
 
-def _dvc_plot_data(family: str, spec: dict, results_dir: Path, out_dir: Path) -> list[Path]:
+def _dvc_plot_data(spec: dict, files: RunFiles, out_dir: Path) -> list[Path]:
     """Per-series CSVs under ``reports/<family>/plots/<plot>/`` for ``dvc plots show`` (see dvc_plots
     in spec)."""
     written = []
     for plot in spec.get("dvc_plots") or []:
-        root = RunLayout(results_dir).family_dir(family)
-        for setting_dir in sorted(p for p in root.glob("*/*") if p.is_dir()) if root.is_dir() else []:
-            dataset, setting = setting_dir.parent.name, setting_dir.name
-            for method_dir in sorted(p for p in setting_dir.iterdir() if p.is_dir()):
+        for dataset, setting in files.settings():
+            for method in files.methods(dataset, setting):
                 filename = plot.get("file", RunLayout.PREDICTIONS)
-                frame = load_predictions(results_dir, family, dataset, setting, method_dir.name, filename)
+                frame = files.load_predictions(dataset, setting, method, filename)
                 if frame is None:
                     continue
                 if plot["kind"] == "curve" and {plot["x"], plot["y"]} <= set(frame.columns):
@@ -167,7 +136,7 @@ def _dvc_plot_data(family: str, spec: dict, results_dir: Path, out_dir: Path) ->
                     data = pd.DataFrame({"p": levels, "observed": [float((pit <= p).mean()) for p in levels]})
                 else:
                     continue
-                path = out_dir / "plots" / plot["id"] / f"{dataset}__{setting}__{method_dir.name}.csv"
+                path = out_dir / "plots" / plot["id"] / f"{dataset}__{setting}__{method}.csv"
                 write_text(path, data.to_csv(index=False))
                 written.append(path)
     return written
@@ -183,8 +152,9 @@ def build_family(
     reference_dir: Path,
 ) -> FamilyReport:
     fam_out = out_dir / family
-    runs = load_runs(results_dir, family)
-    summary = load_summary(results_dir, family, runs)
+    plan = planned_runs(config, family)
+    files = RunFiles(Path(results_dir), family, plan)
+    summary, runs = load_tables(results_dir, family, plan)
     summary = with_ece_floors(summary.astype({"setting": str}), spec.get("ece_floors"))
     if not runs.empty:
         runs = runs.astype({"setting": str})
@@ -192,12 +162,12 @@ def build_family(
     datasets = list(dict.fromkeys(list(summary["dataset"]) + list(runs["dataset"] if not runs.empty else [])))
     relations: dict[str, DatasetRelation] = {d: relate_dataset(d, registry, reference, family=family)
                                              for d in datasets}
-    failures = load_fit_failures(results_dir, family, runs)
+    failures = load_fit_failures(files, runs)
     names = {**reference.method_names, **(spec.get("method_names") or {})}
     report_cfg = config.get("report") or {}
     claim_runs = (report_cfg.get("claim_runs") or {}).get(family)
     runs_source = f"declared in the config (report.claim_runs.{family}): {report_cfg.get('claim_runs_reason', '')}"
-    ctx = ClaimContext(family, summary, runs, reference, relations, results_dir, claim_runs, runs_source.rstrip(": "))
+    ctx = ClaimContext(family, summary, runs, reference, relations, files, claim_runs, runs_source.rstrip(": "))
     claims = evaluate_claims(spec.get("claims") or [], ctx)
     tables = []
     for table_spec in spec.get("tables") or []:
@@ -207,7 +177,7 @@ def build_family(
         write_text(fam_out / "tables" / f"{table.id}.html", to_html(table, names))
     for sub in ("figures", "tables"):  # always present: Snakemake declares them as directory outputs
         (fam_out / sub).mkdir(parents=True, exist_ok=True)
-    fig_ctx = FigureContext(family, config, summary, results_dir, fam_out / "figures", names)
+    fig_ctx = FigureContext(family, config, summary, files, fam_out / "figures", names)
     figures = []
     for fig_spec in spec.get("figures") or []:
         figures.extend(build_figure(fig_spec, fig_ctx))
@@ -215,14 +185,14 @@ def build_family(
     if spec.get("leaderboard"):
         from uqcal.pipeline.report.leaderboard import build_leaderboard
 
-        leaderboard_html = build_leaderboard(spec["leaderboard"], runs, results_dir, family, fam_out, names).html
+        leaderboard_html = build_leaderboard(spec["leaderboard"], runs, files, fam_out, names).html
     write_json(fam_out / "metrics.json", _metrics_json(summary, spec.get("summary")))
     write_json(fam_out / "claims.json", [c.as_dict() for c in claims])
-    _dvc_plot_data(family, spec, results_dir, fam_out)
+    _dvc_plot_data(spec, files, fam_out)
     n_runs = int(runs.groupby(["dataset", "setting", "method", "seed"]).ngroups) if not runs.empty else 0
     budget_notes = list(((config.get("report") or {}).get("budget_notes") or {}).get(family) or [])
     return FamilyReport(family, spec, summary, claims, tables, figures, datasets, n_runs, reference, failures,
-                        read_run_devices(results_dir, family), leaderboard_html, budget_notes)
+                        read_run_devices(files), leaderboard_html, budget_notes)
 
 
 def _build_family_task(task: tuple) -> FamilyReport:
@@ -240,7 +210,7 @@ def family_page(rep: FamilyReport, prov: Provenance, reference: Reference, famil
     if rep.summary.empty:
         body.append(
             '<p class="notrun"><b>This family was not run</b>: no results/'
-            f"{escape(rep.family)}/summary.csv and no per-run metrics.json. Claims below are "
+            f"{escape(rep.family)}/runs.parquet (uqcal aggregate writes it). Claims below are "
             "marked 'not run'; the paper's numbers are shown for reference.</p>"
         )
     else:
@@ -367,17 +337,16 @@ def build_reports(
     registry = dataset_registry(config, base)
     prov = collect(config_path, base, records_dir, data_dir, datasets=config_datasets(config, families),
                    jobs=planned_jobs(config, families))
-    with planned_view(config, results_dir, families) as view:
-        tasks = [(family, load_spec(family, spec_dir), config, registry, view, out_dir, Path(reference_dir))
-                 for family in families]
-        if jobs > 1 and len(tasks) > 1:
-            # Families are independent; at the end of a run nothing else needs the cores.
-            from concurrent.futures import ProcessPoolExecutor
+    tasks = [(family, load_spec(family, spec_dir), config, registry, results_dir, out_dir, Path(reference_dir))
+             for family in families]
+    if jobs > 1 and len(tasks) > 1:
+        # Families are independent; at the end of a run nothing else needs the cores.
+        from concurrent.futures import ProcessPoolExecutor
 
-            with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
-                reports = list(pool.map(_build_family_task, tasks))
-        else:
-            reports = [_build_family_task(task) for task in tasks]
+        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
+            reports = list(pool.map(_build_family_task, tasks))
+    else:
+        reports = [_build_family_task(task) for task in tasks]
     for rep in reports:
         write_text(out_dir / rep.family / "index.html", family_page(rep, prov, rep.reference, families))
     title = (config.get("report") or {}).get("title", "uqcal reports")

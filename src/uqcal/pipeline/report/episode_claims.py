@@ -28,8 +28,7 @@ from scipy import stats
 
 from uqcal.metrics.replication import sign_test_pvalues
 from uqcal.metrics.stats import episode_ttest_pvalue
-from uqcal.pipeline.report.results import load_predictions
-from uqcal.pipeline.report.verdicts import Evidence, _filter, declared_seeds, finish, margin_for
+from uqcal.pipeline.report.verdicts import Evidence, _filter, declared_seeds, finish, hypothesis_test
 
 N_BINS = 15
 LOWER_IS_BETTER = {"acc": False, "nll": True, "ece": True, "mce": True}
@@ -131,11 +130,11 @@ def check_episode_paired(claim: dict, ctx) -> object:
     keys = _filter(ctx.summary, check)[["dataset", "setting"]].drop_duplicates()
     evidence, skipped = [], []
     for dataset, setting in keys.itertuples(index=False):
-        if ctx.results_dir is None:
+        if ctx.files is None:
             break
         tables = {}
         for method in [a, *others]:
-            frame = load_predictions(ctx.results_dir, ctx.family, dataset, str(setting), method)
+            frame = ctx.files.load_predictions(dataset, str(setting), method)
             if frame is not None and _probability_columns(frame, probs):
                 tables[method] = episode_table(frame, probs)
         if a not in tables:
@@ -153,15 +152,10 @@ def check_episode_paired(claim: dict, ctx) -> object:
             ta, tb = (t[t.index.get_level_values("seed").isin(seeds)] for t in (tables[a], tables[other]))
             r = compare(ta, tb, metric, alpha, n_boot)
             df = r["n"] - 1 if metric in ("acc", "nll") else None
-            p, margin, p_against, margin_text = r["p"], None, None, ""
-            hypothesis = "superiority"
-            if require == "not_worse":
-                hypothesis = "noninferiority"
-                margin, margin_text = margin_for(claim, ctx, r["b"])
-                p, p_against = R.noninferiority_pvalues(direction * r["delta"], r["se"], df, margin)
-                margin_text = f" ({margin_text}: non-inferiority)"
-            row_test = R.RowTest(hypothesis, r["delta"], r["se"], df, p, direction, margin, p_against)
+            row_test, margin_text, _ = hypothesis_test(claim, ctx, require, r["delta"], r["se"], df, r["p"],
+                                                       direction, r["b"])
+            margin_text = f" ({margin_text}: non-inferiority)" if margin_text else ""
             detail = (f"{metric} ({probs} probabilities): {a} {fmt(r['a'])} vs {other} {fmt(r['b'])}, "
-                      f"diff {r['delta']:+.4f} ± {fmt(r['se'])} (se), p = {fmt(p)}{margin_text} ({r['test']})")
+                      f"diff {r['delta']:+.4f} ± {fmt(r['se'])} (se), p = {fmt(row_test.p)}{margin_text} ({r['test']})")
             evidence.append(Evidence(label, detail, dataset, str(setting), row_test, r["test"], r["n"], len(seeds)))
     return finish(claim, ctx, evidence, f"no predictions of {a} and {others} with '{probs}' columns", alpha, skipped)

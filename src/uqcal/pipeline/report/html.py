@@ -8,11 +8,10 @@ from html import escape
 import pandas as pd
 
 from uqcal.metrics import replication as R
-from uqcal.pipeline.report.claims import ClaimResult
-from uqcal.pipeline.report.figures import Rendered, Skipped
+from uqcal.pipeline.report.figures.base import Rendered, Skipped
 from uqcal.pipeline.report.provenance import Provenance
 from uqcal.pipeline.report.tables import fmt
-from uqcal.pipeline.report.verdicts import LEGEND, NOT_RUN, VERDICTS, Evidence
+from uqcal.pipeline.report.verdicts import LEGEND, NOT_RUN, VERDICTS, ClaimResult, Evidence
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;

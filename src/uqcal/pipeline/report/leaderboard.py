@@ -22,6 +22,7 @@ import pandas as pd
 
 from uqcal.core.io import write_text
 from uqcal.metrics.stats import average_ranks, friedman_pvalue, holm_adjust, nemenyi_critical_difference, paired_pvalue
+from uqcal.pipeline.report.results import RunFiles
 
 TRAIN_SECONDS = "train_seconds_total"
 LABELS = {"rmse": "RMSE", "nlpd": "NLPD", "crps": "CRPS", "ece": "ECE", "ce": "CE", "cov90": "90 % cov.",
@@ -41,23 +42,21 @@ class Leaderboard:
 
 
 # ------------------------------------------------------------------------------------------ values
-def train_seconds(results_dir: Path, family: str, dataset: str, setting: str, method: str, seed: int,
+def train_seconds(files: RunFiles, dataset: str, setting: str, method: str, seed: int,
                   depends_on: dict[str, str | None]) -> float:
     """Seconds spent fitting ``method`` and the runs it builds on: every timing key of their train_stats.json."""
     from uqcal.methods.api import is_timing_key
-    from uqcal.pipeline.layout import RunLayout
-    from uqcal.pipeline.report.results import read_train_stats
 
     total, current = 0.0, method
     while current is not None:
-        stats = read_train_stats(RunLayout(results_dir).run_dir(family, dataset, setting, current, seed))
+        stats = files.train_stats(dataset, setting, current, seed)
         total += sum(float(v) for k, v in stats.items()
                      if is_timing_key(k) and isinstance(v, (int, float)) and not isinstance(v, bool))
         current = depends_on.get(current)
     return total
 
 
-def per_seed_values(runs: pd.DataFrame, results_dir: Path, family: str, metrics: list[str],
+def per_seed_values(runs: pd.DataFrame, files: RunFiles, metrics: list[str],
                     depends_on: dict[str, str | None]) -> pd.DataFrame:
     """Wide table indexed by (dataset, setting, method, seed), one column per metric (train time included)."""
     wanted = [m for m in metrics if m != TRAIN_SECONDS]
@@ -66,7 +65,7 @@ def per_seed_values(runs: pd.DataFrame, results_dir: Path, family: str, metrics:
                             aggfunc="first")
     wide = wide.reindex(columns=wanted)
     if TRAIN_SECONDS in metrics:
-        wide[TRAIN_SECONDS] = [train_seconds(results_dir, family, *key, depends_on) for key in wide.index]
+        wide[TRAIN_SECONDS] = [train_seconds(files, *key, depends_on) for key in wide.index]
     return wide
 
 
@@ -217,11 +216,12 @@ def _dataset_rows(table: pd.DataFrame, metrics: list[str], primary: str, labels:
     return rows
 
 
-def build_leaderboard(spec: dict, runs: pd.DataFrame, results_dir: Path, family: str, out_dir: Path,
+def build_leaderboard(spec: dict, runs: pd.DataFrame, files: RunFiles, out_dir: Path,
                       labels: dict[str, str]) -> Leaderboard:
-    """Tables (HTML section + Markdown under ``out_dir/tables``) and the critical-difference figure."""
+    """Tables (HTML section + Markdown under ``out_dir/tables``) and the critical-difference figure; train time
+    from the planned runs' train_stats.json (``files``)."""
     from uqcal.methods.api import method_table
-    from uqcal.pipeline.report.figures import Rendered, figure_stem, save_figure
+    from uqcal.pipeline.report.figures.base import Rendered, figure_stem, save_figure
 
     metrics = list(spec.get("metrics") or ["rmse", "nlpd", "crps", "ece", "ce", "cov90", "sharpness", TRAIN_SECONDS])
     primary = spec.get("primary", "nlpd")
@@ -233,8 +233,8 @@ def build_leaderboard(spec: dict, runs: pd.DataFrame, results_dir: Path, family:
     if runs.empty:
         html = "<p>No arena runs yet: nothing to rank.</p>"
         return Leaderboard({}, pd.DataFrame(), math.nan, {}, html)
-    depends_on = {name: entry.depends_on for name, entry in method_table(family).items()}
-    values = per_seed_values(runs, results_dir, family, metrics, depends_on)
+    depends_on = {name: entry.depends_on for name, entry in method_table(files.family).items()}
+    values = per_seed_values(runs, files, metrics, depends_on)
     files: list[Path] = []
     parts = [f"<p>Bold: the best mean, and every method whose paired {escape(test)} test against it over the "
              f"seeds is not significant at {alpha:g} after Holm's correction over the comparisons with the best. "

@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from uqcal.pipeline.layout import RunLayout
+from uqcal.pipeline.report.results import RunFiles
+
 PACKAGES = (
     "uqcal",
     "torch",
@@ -183,22 +186,18 @@ NOT_RECORDED = "not recorded"
 DEVICE_COLUMNS = ["device", "device_name", "method", "runs"]
 
 
-def read_run_devices(results_dir: Path, family: str) -> pd.DataFrame:
-    """(device, device_name, method, runs): where each method's runs trained, counted per device.
+def read_run_devices(files: RunFiles) -> pd.DataFrame:
+    """(device, device_name, method, runs): where each method's planned runs trained, counted per device.
 
     Read from each run's ``train_stats.json`` (``device`` and ``device_name``, written by
     ``RunContext.save_outputs``), not from the machine building the report: a cluster's runs train on GPU
     nodes and are reported from a login node. A run without the fields counts as "not recorded".
     """
-    from uqcal.pipeline.layout import RunLayout
-    from uqcal.pipeline.report.results import read_train_stats, run_dirs
-
     counts: dict[tuple[str, str, str], int] = {}
-    for run_dir in run_dirs(results_dir, family):
-        if not (run_dir / RunLayout.TRAIN_STATS).exists():
+    for dataset, setting, method, seed in files.runs():
+        if not (files.run_dir(dataset, setting, method, seed) / RunLayout.TRAIN_STATS).exists():
             continue
-        stats = read_train_stats(run_dir)
-        method = RunLayout.run_key(run_dir)[2]
+        stats = files.train_stats(dataset, setting, method, seed)
         key = (str(stats.get("device") or NOT_RECORDED), str(stats.get("device_name") or ""), method)
         counts[key] = counts.get(key, 0) + 1
     rows = [(*key, n) for key, n in sorted(counts.items())]

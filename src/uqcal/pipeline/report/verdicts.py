@@ -1,5 +1,7 @@
 """What claims are made of: evidence rows with their numbers, the context a check reads, and how rows combine into
-a claim's verdict. ``claims`` (the check kinds) and ``episode_claims`` (episode-paired tests) both build on it.
+a claim's verdict. The check kinds (``claims`` lists them) all build on it; a comparison row's test under the
+claim's hypothesis, at the reference's margin where it has one, is made here once (``hypothesis_test``,
+``paired_row``).
 
 A row is one test: our estimate with its standard error, degrees of freedom, runs and p-value, and on the paper's
 own data the paper's estimate and standard error, the prediction interval, the small-telescopes test and the runs
@@ -14,13 +16,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from uqcal.metrics import replication as R
-from uqcal.metrics.stats import holm_adjust
+from uqcal.metrics.stats import holm_adjust, paired_pvalue, runs_for_power
 from uqcal.pipeline.paper_numbers import DatasetRelation, Reference
+from uqcal.pipeline.report.results import RunFiles
 from uqcal.pipeline.report.tables import fmt
 
 VERDICTS = R.VERDICTS
@@ -115,7 +118,7 @@ class ClaimContext:
     runs: pd.DataFrame
     reference: Reference
     relations: dict[str, DatasetRelation]
-    results_dir: Path | None = None
+    files: RunFiles | None = None  # the family's planned runs, for claims on what is not a metric
     claim_runs: dict | None = None  # the run config's report.claim_runs[family]: {claim id | default: n}
     claim_runs_source: str = ""
 
@@ -171,6 +174,85 @@ def margin_for(claim: dict, ctx: ClaimContext, comparator_mean: float) -> tuple[
         return float(spec["margin"]), f"margin {fmt(float(spec['margin']))}"
     relative = float(spec["relative"])
     return relative * abs(comparator_mean), f"margin {relative:.0%} of {fmt(comparator_mean)}"
+
+
+def hypothesis_test(claim: dict, ctx: ClaimContext, accept: str, estimate: float, se: float, df, p: float,
+                    direction: int, comparator_mean: float, d=None, paper=None) -> tuple[R.RowTest, str, bool]:
+    """A row's test under the claim's hypothesis, ``accept``: superiority (``better``: ``p`` as given), or
+    non-inferiority (``not_worse``) or equivalence (``equivalent``) at the margin the reference declares for the
+    claim (:func:`margin_for`, relative to ``comparator_mean`` where it is relative). Returns the test (with the
+    paper's numbers where ``paper`` is given), the margin's text ('' for superiority) and whether the row's paired
+    differences ``d`` had no spread, so that exact sign tests replaced the t-based p-values."""
+    margin, margin_text, p_against = None, "", None
+    hypothesis = "superiority"
+    if accept == "not_worse":
+        hypothesis = "noninferiority"
+        margin, margin_text = margin_for(claim, ctx, comparator_mean)
+        p, p_against = R.noninferiority_pvalues(direction * estimate, se, df, margin)
+    elif accept == "equivalent":
+        hypothesis = "equivalence"
+        margin, margin_text = margin_for(claim, ctx, comparator_mean)
+        p, p_against = R.equivalence_pvalues(estimate, se, df, margin)
+    no_spread = bool(hypothesis != "superiority" and not se > 0 and d is not None and len(d))
+    if no_spread:
+        # No spread: the t-based tests would give p = 0 at any n; the exact one-sided sign tests of the
+        # differences shifted by the margin give 1 / 2^n where every run is inside it.
+        if hypothesis == "noninferiority":
+            p, p_against = R.sign_test_pvalues(direction * np.asarray(d, float) + margin)[1:]
+        else:
+            (p_low, beyond_low), (p_high, beyond_high) = (R.sign_test_pvalues(np.asarray(d, float) + margin)[1:],
+                                                          R.sign_test_pvalues(margin - np.asarray(d, float))[1:])
+            p, p_against = max(p_low, p_high), min(beyond_low, beyond_high)
+    paper_est = None if paper is None else paper.mean
+    paper_se = None if paper is None else paper.se
+    row_test = R.RowTest(hypothesis, estimate, se, df, p, direction, margin, p_against, paper_est, paper_se,
+                         None if paper is None else paper.df)
+    return row_test, margin_text, no_spread
+
+
+def paired_numbers(d: np.ndarray, test: str) -> tuple[float, float, float, float, str]:
+    """(estimate, se, df, two-sided p, note) of paired differences ``d``: t (or Wilcoxon) p; a difference without
+    spread is reported as identical or constant, with the sign test's p."""
+    n = d.size
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    if sd == 0 or np.allclose(d, d[0], rtol=1e-12, atol=0.0):
+        note = "identical in every run" if d[0] == 0 else "the same difference in every run (sign test)"
+        return mean, 0.0, n - 1, R.sign_test_pvalues(d)[0], note
+    se = sd / math.sqrt(n)
+    # the t-test's p from the row's own numbers (stats.paired_pvalue calls differences below 1e-8 in absolute value
+    # identical, p = 1, whatever the metric's scale)
+    p = R.two_sided_pvalue(mean, se, n - 1) if test == "ttest" else paired_pvalue(d, np.zeros_like(d), test)
+    return mean, se, n - 1, p, ""
+
+
+def paired_row(claim, ctx, label, dataset, setting, d, test, direction, accept, comparator_mean, paper, test_name,
+               blocks: int = 1, numbers=None, n_runs=None, describe="") -> Evidence:
+    """One comparison row from its paired differences ``d`` (or ready ``numbers``: estimate, se, df, p, note), tested
+    under the claim's hypothesis (:func:`hypothesis_test`), with the paper's difference where ``paper`` gives it. A
+    run without a finite value (a failed fit's NaN or inf) leaves the row untested: its numbers would be NaN, which
+    no test can read."""
+    if d is not None and not np.all(np.isfinite(d)):
+        bad = int((~np.isfinite(np.asarray(d, float))).sum())
+        return Evidence(label, f"{bad} of {len(d)} paired runs have no finite value, so the row is not tested",
+                        dataset, str(setting))
+    estimate, se, df, p, note = numbers if numbers is not None else paired_numbers(d, test)
+    row_test, margin_text, no_spread = hypothesis_test(claim, ctx, accept, estimate, se, df, p, direction,
+                                                       comparator_mean, d, paper)
+    if no_spread:
+        note = note or "no spread (sign test)"
+    hypothesis, p, paper_est = row_test.hypothesis, row_test.p, row_test.paper_estimate
+    sd = se * math.sqrt(len(d)) if d is not None else None
+    n80 = None  # runs for 80 % power at the paper's effect: a superiority row's question only
+    if paper_est is not None and hypothesis == "superiority":
+        n80 = runs_for_power(paper_est, sd, test=test, blocks=blocks)
+    parts = [describe, f"diff {fmt(estimate)} ± {fmt(se)} (se), {test_name} p = {fmt(p)}"
+             + (f" ({margin_text}: {hypothesis})" if margin_text else "") + (f"; {note}" if note else "")]
+    if paper is not None:
+        parts.append(f"paper {fmt(paper.mean)}" + (f" ± {fmt(paper.se)} (se: {paper.se_basis})" if paper.se is not None
+                                                   else " (no ± printed)"))
+    runs = n_runs if n_runs is not None else (None if d is None else len(d))
+    return Evidence(label, "; ".join(p for p in parts if p), dataset, str(setting), row_test, test_name,
+                    None if d is None else len(d), runs, n80)
 
 
 def declared_seeds(seed_sets: list, declared: int | None, minimum: int = 2) -> tuple[list[int] | None, str]:

@@ -1,4 +1,4 @@
-"""`uqcal aggregate`: a family's metrics.json files -> results/<family>/summary.csv."""
+"""`uqcal aggregate`: a family's metrics.json files -> results/<family>/runs.parquet and summary.csv."""
 
 from __future__ import annotations
 
@@ -18,5 +18,5 @@ def run(args) -> int:
         job = spec["job"]
         out = Path(args.out) if args.out else RunLayout(args.results_dir).summary(job["family"])
         summary = aggregate_family(job["family"], job["family_config"], Path(args.results_dir), out)
-        LOG.info("aggregated %d rows -> %s", len(summary), out)
+        LOG.info("aggregated %d rows -> %s (and %s beside it)", len(summary), out, out.with_name(RunLayout.RUNS))
     return 0
