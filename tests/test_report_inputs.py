@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from uqcal.pipeline.layout import RunLayout
-from uqcal.pipeline.summary import RUN_COLUMNS, SUMMARY_COLUMNS, aggregate_family, summarise
 
 from tests.test_report_tree import build_smoke_like_tree, write_run, write_tables
 from uqcal.core.io import write_json
+from uqcal.pipeline.layout import RunLayout
 from uqcal.pipeline.report.build import build_reports, planned_runs
 from uqcal.pipeline.report.results import RunFiles, load_tables
+from uqcal.pipeline.summary import RUN_COLUMNS, SUMMARY_COLUMNS, aggregate_family, summarise
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "config" / "reference"
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy import stats
-from uqcal.pipeline.summary import collect_runs
-from uqcal.pipeline.summary import write_tables as write_aggregate
 
 from uqcal.core.io import write_json, write_parquet, write_text
 from uqcal.pipeline.report.results import RunFiles, load_tables
+from uqcal.pipeline.summary import collect_runs
+from uqcal.pipeline.summary import write_tables as write_aggregate
 
 REGISTRY = {
     "ozone": {
