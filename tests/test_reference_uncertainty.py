@@ -1,6 +1,6 @@
 """The reference files' uncertainty data: every table says what its ± is, its marks, and the claims' margins exist.
 
-Data checks only (config/reference/*.yaml); the code that reads these blocks is tested with it.
+Data checks only (src/uqcal/methods/<family>/paper_numbers.yaml); the code that reads these blocks is tested with it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE = REPO / "config" / "reference"
+METHODS = REPO / "src" / "uqcal" / "methods"
 SPECS = REPO / "src" / "uqcal" / "pipeline" / "report" / "specs"
 FAMILIES = ["rio", "qr", "metareg", "fewshot", "bo"]
 TEXT_KEYS = ("runs", "quote", "where", "basis")
@@ -33,7 +33,7 @@ MARGIN_CLAIMS = {
 
 
 def _load(family: str) -> dict:
-    return yaml.safe_load((REFERENCE / f"{family}.yaml").read_text())
+    return yaml.safe_load((METHODS / family / "paper_numbers.yaml").read_text())
 
 
 def _claim_ids(family: str) -> set[str]:
@@ -159,7 +159,7 @@ def test_reference_loader_still_reads_every_file():
     from uqcal.pipeline.reference import load_reference
 
     for family in FAMILIES:
-        reference = load_reference(REFERENCE, family)
+        reference = load_reference(family)
         assert reference.path is not None, family
 
 
@@ -170,7 +170,7 @@ def test_a_dagger_against_rio_bounds_the_papers_se_of_a_difference():
 
     from uqcal.pipeline.reference import load_reference
 
-    ref = load_reference(Path("config/reference"), "rio")
+    ref = load_reference("rio")
     diff = ref.paper_difference("table1", "CCS", "holdout", "r_i", "rio", "rmse")
     assert diff.mean == pytest.approx(0.04)
     assert diff.se == pytest.approx(0.04 / stats.t.ppf(0.975, 99))

@@ -18,16 +18,8 @@ from typing import Any
 
 import yaml
 
-from uqcal.methods.api import FAMILIES, get_entry, method_table, resolve_params
+from uqcal.methods.api import builtin_families, get_entry, get_family, method_table, register_family, resolve_params
 
-DATASET_KINDS = {
-    "metareg": "multitask_regression",
-    "rio": "single_task_regression",
-    "qr": "single_task_regression",
-    "fewshot": "fewshot_classification",
-    "bo": "optimisation_objective",
-    "arena": "single_task_regression",
-}
 SCHEMA_RELPATH = Path("workflow/schemas/config.schema.yaml")
 
 
@@ -126,6 +118,8 @@ def prepare_config(config: dict, root: Path | None = None, method_families: Coll
     root = root or repo_root_for()
     validate_schema(config, root)
     config = copy.deepcopy(config)
+    register_families(config)
+    validate_family_keys(config)
     registry: dict[str, Any] = {}
     for rel in config.get("dataset_registry", ["config/datasets.yaml"]):
         path = root / rel
@@ -152,16 +146,54 @@ def validate_schema(config: dict, root: Path) -> None:
     schema_path = root / SCHEMA_RELPATH
     if not schema_path.exists():
         return
-    schema = load_yaml(schema_path)
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    _raise_first_error(jsonschema.Draft202012Validator(load_yaml(schema_path)), config, ())
+
+
+def _raise_first_error(validator, instance: Any, where: tuple[str, ...]) -> None:
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
     if errors:
         err = errors[0]
-        key = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        key = ".".join(str(p) for p in (*where, *err.absolute_path)) or "(top level)"
         message = err.message
         if err.validator in ("additionalProperties", "unevaluatedProperties"):
             message = _unknown_key_message(err)
         raise ConfigError(f"config key {key}: {message}")
+
+
+def register_families(config: dict) -> None:
+    """Every family a config names: uqcal's own (``uqcal.methods.<name>``), or a plug-in package
+    (``families.<name>.package``, any importable module defining ``FAMILY``)."""
+    for name, fam in config["families"].items():
+        if fam.get("package"):
+            register_family(name, fam["package"])
+        try:
+            get_family(name)
+        except (KeyError, ImportError) as exc:
+            raise ConfigError(f"families.{name}: {exc.args[0] if isinstance(exc, KeyError) else exc}") from None
+
+
+# The run selectors a setting takes beside its split keys (SETTING_SELECTORS).
+_RUN_SELECTORS = {
+    "datasets": {"type": "array", "items": {"type": "string"}},
+    "seeds": {"oneOf": [{"type": "integer", "minimum": 1},
+                        {"type": "object", "minProperties": 1, "additionalProperties": {"type": "integer", "minimum": 1}}]},
+}
+
+
+def validate_family_keys(config: dict) -> None:
+    """A family's ``split:`` and settings take the keys its splitter and its methods read (``Splitter.keys``,
+    ``Family.setting_keys``); any other key fails, naming it and the closest known one."""
+    import jsonschema
+
+    for name, fam in config["families"].items():
+        family = get_family(name)
+        keys = {**family.load_splitter().keys, **family.setting_keys}
+        split = jsonschema.Draft202012Validator({"type": "object", "additionalProperties": False, "properties": keys})
+        _raise_first_error(split, fam.get("split") or {}, ("families", name, "split"))
+        setting = jsonschema.Draft202012Validator(
+            {"type": "object", "additionalProperties": False, "properties": {**keys, **_RUN_SELECTORS}})
+        for setting_name, values in fam["settings"].items():
+            _raise_first_error(setting, values or {}, ("families", name, "settings", setting_name))
 
 
 def _unknown_key_message(err) -> str:
@@ -180,7 +212,7 @@ def _unknown_key_message(err) -> str:
 def check_semantics(config: dict, root: Path | None = None, method_families: Collection[str] | None = None) -> None:
     """Cross-references that a schema cannot express: datasets, kinds, methods and their parameters; then
     everything about the datasets and splits the config alone decides (uqcal.data.validate), all reported
-    at once. ``root`` (the repository) locates config/reference/ for checking ``paper_dataset`` names.
+    at once. ``root`` is the repository (the dataset registry's files are relative to it).
 
     Checking a method's parameters imports its module (torch, gpytorch, botorch, ...: seconds per process).
     ``method_families`` limits that check to the given families, for a step that runs one job from
@@ -200,11 +232,10 @@ def check_semantics(config: dict, root: Path | None = None, method_families: Col
                     f"families.{family}.datasets[{i}]: unknown dataset {ds!r}; "
                     f"known: {', '.join(sorted(datasets))}"
                 )
-            kind = datasets[ds]["kind"]
-            if kind != DATASET_KINDS[family]:
+            kind, task = datasets[ds]["kind"], get_family(family).task
+            if kind != task:
                 raise ConfigError(
-                    f"families.{family}.datasets[{i}]: dataset {ds!r} is {kind}, "
-                    f"family {family} needs {DATASET_KINDS[family]}"
+                    f"families.{family}.datasets[{i}]: dataset {ds!r} is {kind}, family {family} needs {task}"
                 )
         for setting, params in fam["settings"].items():
             for ds in (params or {}).get("datasets", []):
@@ -264,6 +295,11 @@ def check_semantics(config: dict, root: Path | None = None, method_families: Col
                             f"families.{family}.methods.{method}.seeds: {count} for {ds}/{setting}, more than the "
                             f"{base} runs of {dep!r} that it builds on"
                         )
+    known = {*builtin_families(), *config["families"]}
+    for section in ("budget_notes", "claim_runs"):
+        for name in (config.get("report") or {}).get(section) or {}:
+            if name not in known:
+                raise ConfigError(f"report.{section}.{name}: unknown family; known: {', '.join(sorted(known))}")
     problems = data_problems(config, root)
     if problems:
         listed = "\n".join(f"  - {p}" for p in problems)
@@ -282,7 +318,8 @@ def data_problems(config: dict, root: Path | None = None) -> list[str]:
     """Dataset entries, split parameters, methods' ``per_dataset`` tables and ``paper_dataset`` names."""
     from uqcal.data.validate import config_problems
 
-    problems = config_problems(config)
+    split_problems = {name: get_family(name).load_splitter().problems for name in config["families"]}
+    problems = config_problems(config, split_problems, sorted({*builtin_families(), *config["families"]}))
     for family, fam in config["families"].items():
         for method, params in fam["methods"].items():
             table = (params or {}).get("per_dataset")
@@ -303,10 +340,9 @@ def data_problems(config: dict, root: Path | None = None) -> list[str]:
                     if unknown:
                         problems.append(f"{key}.{dataset}: unknown parameter(s) {unknown}; accepted: "
                                         f"{', '.join(sorted(set(defaults) - {'per_dataset'}))}")
-    if root is not None:
-        from uqcal.pipeline.reference import paper_dataset_problems
+    from uqcal.pipeline.reference import paper_dataset_problems
 
-        problems += paper_dataset_problems(config, Path(root) / "config" / "reference")
+    problems += paper_dataset_problems(config)
     return problems
 
 
@@ -478,7 +514,14 @@ def split_job(config: dict, family: str, dataset: str, setting: str, seed: int) 
         "seed": seed,
         "dataset_spec": job_spec(config, dataset),
         "split_params": {**(fam.get("split") or {}), **setting_params(config, family, setting)},
+        **_family_package(fam),
     }
+
+
+def _family_package(fam: dict) -> dict:
+    """A plug-in family's package travels with its jobs (uqcal.methods.api.register_job_family); uqcal's own
+    families add nothing, so their jobs' identities do not depend on where the registry looks."""
+    return {"family_package": fam["package"]} if fam.get("package") else {}
 
 
 def run_job(config: dict, run: Run) -> dict:
@@ -499,6 +542,7 @@ def run_job(config: dict, run: Run) -> dict:
         "depends_on": entry.depends_on,
         "device": config.get("device", "auto"),
         "torch_threads": config.get("torch_threads", 1),
+        **_family_package(fam),
     }
 
 
@@ -534,7 +578,6 @@ def config_hash(path: str | Path) -> str:
 
 
 __all__ = [
-    "FAMILIES",
     "ConfigError",
     "Batch",
     "Run",

@@ -29,13 +29,15 @@ def run(args) -> int:
 def _write(args, jobs: list[dict]) -> None:
     from uqcal.core.io import write_json
     from uqcal.data import load_table, raw_paths
-    from uqcal.data.splits import make_split
+    from uqcal.methods.api import get_family, register_job_family
     from uqcal.pipeline.config import split_path
 
     first = jobs[0]
     table = load_table(first["dataset"], spec=first["dataset_spec"], raw_path=raw_paths(first["dataset"], args.data_dir)[0])
     for one in jobs:
-        split = make_split(one["family"], table, one["split_params"], one["seed"])
+        register_job_family(one)
+        split = get_family(one["family"]).load_splitter()(table, one["split_params"], one["seed"])
+        split.update({"family": one["family"], "dataset": one["dataset"], "seed": one["seed"]})
         out = Path(args.out) if args.out else Path(args.data_dir) / Path(
             split_path(one["family"], one["dataset"], one["setting"], one["seed"])).relative_to("data")
         write_json(out, split)

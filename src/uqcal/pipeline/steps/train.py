@@ -88,8 +88,9 @@ def run_context(job: dict, args, resume_dir: Path | None = None):
 
     from uqcal.core.device import resolve_device
     from uqcal.data import raw_paths
-    from uqcal.methods.api import RunContext, get_entry
+    from uqcal.methods.api import RunContext, get_entry, register_job_family
 
+    register_job_family(job)
     run = (job["family"], job["dataset"], job["setting"], job["method"], job["seed"])
     run_dir = Path(args.results_dir) / "/".join(map(str, run[:4])) / f"seed{run[4]}"
     depends_dir = None
