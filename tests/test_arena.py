@@ -245,7 +245,7 @@ def test_leaderboard_page_covers_a_dataset_added_later(tmp_path):
     from uqcal.pipeline.report.leaderboard import build_leaderboard
 
     runs = _fake_runs(datasets=("concrete", "boston", "my_new_set"))
-    spec = yaml.safe_load((REPO / "src/uqcal/pipeline/report/specs/arena.yaml").read_text())["leaderboard"]
+    spec = yaml.safe_load((REPO / "src/uqcal/methods/arena/report.yaml").read_text())["leaderboard"]
     spec = {**spec, "metrics": ["rmse", "nlpd", "cov90"], "rank_metrics": ["nlpd"]}
     board = build_leaderboard(spec, runs, tmp_path / "results", "arena", tmp_path / "out", {})
     assert set(board.per_dataset) == {"concrete", "boston", "my_new_set"}

@@ -16,16 +16,15 @@ import yaml
 from uqcal.pipeline.report.claims import KINDS
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC_DIR = ROOT / "src" / "uqcal" / "pipeline" / "report" / "specs"
 METHODS_DIR = ROOT / "src" / "uqcal" / "methods"
 DEFAULT_CONFIG = "config/config.yaml"
 
 
 def spec_claims() -> list[tuple[str, dict]]:
     out = []
-    for path in sorted(SPEC_DIR.glob("*.yaml")):
+    for path in sorted(METHODS_DIR.glob("*/report.yaml")):
         spec = yaml.safe_load(path.read_text()) or {}
-        out += [(path.stem, claim) for claim in spec.get("claims") or []]
+        out += [(path.parent.name, claim) for claim in spec.get("claims") or []]
     return out
 
 

@@ -12,7 +12,6 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 METHODS = REPO / "src" / "uqcal" / "methods"
-SPECS = REPO / "src" / "uqcal" / "pipeline" / "report" / "specs"
 FAMILIES = ["rio", "qr", "metareg", "fewshot", "bo"]
 TEXT_KEYS = ("runs", "quote", "where", "basis")
 MARK_KEYS = {"dagger", "double_dagger", "bold"}
@@ -37,7 +36,7 @@ def _load(family: str) -> dict:
 
 
 def _claim_ids(family: str) -> set[str]:
-    spec = yaml.safe_load((SPECS / f"{family}.yaml").read_text())
+    spec = yaml.safe_load((METHODS / family / "report.yaml").read_text())
     return {claim["id"] for claim in spec.get("claims") or []}
 
 
@@ -95,7 +94,7 @@ def test_margins_exist_for_the_equivalence_claims(family):
     ids = _claim_ids(family)
     for claim, metric in MARGIN_CLAIMS[family].items():
         entry = margins[claim]
-        assert claim in ids, f"{family}: {claim} is not a claim of specs/{family}.yaml"
+        assert claim in ids, f"{family}: {claim} is not a claim of {family}/report.yaml"
         assert entry["metric"] == metric, claim
         given = [key for key in ("margin", "relative") if key in entry]
         assert len(given) == 1, f"{claim}: exactly one of margin / relative"
