@@ -71,30 +71,30 @@ def _table(n: int = 200, name: str = "toy"):
 
 
 def test_arena_split_is_one_partition_with_the_validation_rows_first():
-    from uqcal.data.splits import make_split
+    from uqcal.methods.api import get_family
 
     table = _table()
-    split = make_split("arena", table, {"test_fraction": 0.2, "val_fraction": 0.1}, seed=3)
+    split = get_family("arena").load_splitter()(table, {"test_fraction": 0.2, "val_fraction": 0.1}, 3)
     train, val, holdout = (set(split[k]) for k in ("train", "val", "holdout"))
     assert (len(val), len(holdout), len(train)) == (20, 40, 140)
     assert not (train & val or train & holdout or val & holdout)
     assert train | val | holdout == set(range(200))
     assert split["test"] == split["val"] + split["holdout"]
     assert split["y_mean"] == pytest.approx(float(table.y[split["train"]].mean()))  # training part only
-    again = make_split("arena", table, {"test_fraction": 0.2, "val_fraction": 0.1}, seed=3)
-    other = make_split("arena", table, {"test_fraction": 0.2, "val_fraction": 0.1}, seed=4)
+    again = get_family("arena").load_splitter()(table, {"test_fraction": 0.2, "val_fraction": 0.1}, 3)
+    other = get_family("arena").load_splitter()(table, {"test_fraction": 0.2, "val_fraction": 0.1}, 4)
     assert again == split and other["holdout"] != split["holdout"]
 
 
 def test_arena_evaluator_scores_only_the_test_part():
-    from uqcal.metrics.evaluation import arena_test_part, arena_validation_part
+    from uqcal.metrics.evaluation import test_part, validation_part
 
     split = {"val": [5, 1], "holdout": [0, 2, 3], "test": [5, 1, 0, 2, 3]}
     pred = pd.DataFrame({"y": np.arange(5.0), "mean": 0.0, "std": 1.0})
-    assert arena_test_part(pred, split)["y"].tolist() == [2.0, 3.0, 4.0]
-    assert arena_validation_part(pred, split)["y"].tolist() == [0.0, 1.0]
+    assert test_part(pred, split)["y"].tolist() == [2.0, 3.0, 4.0]
+    assert validation_part(pred, split)["y"].tolist() == [0.0, 1.0]
     with pytest.raises(ValueError, match="validation"):
-        arena_test_part(pred.iloc[:4], split)
+        test_part(pred.iloc[:4], split)
 
 
 # ------------------------------------------------------------------------------------------ recalibration
@@ -246,7 +246,7 @@ def test_leaderboard_page_covers_a_dataset_added_later(tmp_path):
     from uqcal.pipeline.report.leaderboard import build_leaderboard
 
     runs = _fake_runs(datasets=("concrete", "boston", "my_new_set"))
-    spec = yaml.safe_load((REPO / "src/uqcal/pipeline/report/specs/arena.yaml").read_text())["leaderboard"]
+    spec = yaml.safe_load((REPO / "src/uqcal/methods/arena/report.yaml").read_text())["leaderboard"]
     spec = {**spec, "metrics": ["rmse", "nlpd", "cov90"], "rank_metrics": ["nlpd"]}
     board = build_leaderboard(spec, runs, RunFiles.on_disk(tmp_path / "results", "arena"), tmp_path / "out", {})
     assert set(board.per_dataset) == {"concrete", "boston", "my_new_set"}

@@ -9,7 +9,7 @@ from matplotlib import cbook
 
 from uqcal.data import load_table, materialise
 from uqcal.data.errors import DataSourceError
-from uqcal.data.splits import make_split
+from uqcal.methods.api import get_family
 
 
 def elevation() -> np.ndarray:
@@ -51,7 +51,7 @@ def test_matplotlib_elevation_grid_cut_into_region_tasks(tmp_path):
     # Each region is a rectangle of cells.
     for _, block in table.frame.groupby("region"):
         assert len(block) == block["row"].nunique() * block["col"].nunique()
-    split = make_split("metareg", table, {"n_support": 10, "n_query": 30, "min_task_size": 40}, 0)
+    split = get_family("metareg").load_splitter()(table, {"n_support": 10, "n_query": 30, "min_task_size": 40}, 0)
     assert sorted(len(v) for v in split["tasks"].values()) == [1, 1, 4]
 
 

@@ -1,7 +1,7 @@
 """The claims in the packaged report specs against the configs and reference files that decide them: a known kind;
 a claim that names ``decided_by`` is not run by config/config.yaml and is run by the named config; every other
 claim is run by config/config.yaml; every non-inferiority / equivalence / best claim has a declared margin with its
-reason in config/reference/<family>.yaml. "Runs" is read from the raw YAML: the family's methods (the keys of
+reason in src/uqcal/methods/<family>/paper_numbers.yaml. "Runs" is read from the raw YAML: the family's methods (the keys of
 ``families.<family>.methods``), datasets and settings against the methods and the datasets / settings filters of
 the claim's check, enough for at least one of its rows."""
 
@@ -17,16 +17,15 @@ from uqcal.pipeline.config.source import check_raw_config
 from uqcal.pipeline.report.claims import KINDS
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC_DIR = ROOT / "src" / "uqcal" / "pipeline" / "report" / "specs"
-REFERENCE_DIR = ROOT / "config" / "reference"
+METHODS_DIR = ROOT / "src" / "uqcal" / "methods"
 DEFAULT_CONFIG = "config/config.yaml"
 
 
 def spec_claims() -> list[tuple[str, dict]]:
     out = []
-    for path in sorted(SPEC_DIR.glob("*.yaml")):
+    for path in sorted(METHODS_DIR.glob("*/report.yaml")):
         spec = yaml.safe_load(path.read_text()) or {}
-        out += [(path.stem, claim) for claim in spec.get("claims") or []]
+        out += [(path.parent.name, claim) for claim in spec.get("claims") or []]
     return out
 
 
@@ -127,7 +126,7 @@ def test_the_config_that_decides_a_claim_runs_it(family, claim):
 
 
 def _has_margins() -> bool:
-    return any(load_yaml(str(p.relative_to(ROOT))).get("margins") for p in REFERENCE_DIR.glob("*.yaml"))
+    return any(load_yaml(str(p.relative_to(ROOT))).get("margins") for p in METHODS_DIR.glob("*/paper_numbers.yaml"))
 
 
 MARGIN_CLAIMS = [(f, c) for f, c in CLAIMS if needs_margin(c["check"])]
@@ -136,7 +135,7 @@ MARGIN_CLAIMS = [(f, c) for f, c in CLAIMS if needs_margin(c["check"])]
 @pytest.mark.xfail(not _has_margins(), reason="margins arrive with the reference update", strict=False)
 @pytest.mark.parametrize(("family", "claim"), MARGIN_CLAIMS, ids=[f"{f}.{c['id']}" for f, c in MARGIN_CLAIMS])
 def test_every_margin_claim_has_a_declared_margin_with_its_reason(family, claim):
-    path = REFERENCE_DIR / f"{family}.yaml"
+    path = METHODS_DIR / family / "paper_numbers.yaml"
     margins = (load_yaml(str(path.relative_to(ROOT))).get("margins") or {}) if path.exists() else {}
     spec = margins.get(claim["id"])
     assert spec, f"{family}.{claim['id']}: no margins.{claim['id']} in {path.relative_to(ROOT)}"

@@ -71,13 +71,13 @@ def test_pooled_ece_beside_the_per_query_set_ece():
     # alone is badly calibrated, p_hat - p = p for p <= 0.5 and 1 - p above (or the mirror image), so
     # ECE = (.1+.2+.3+.4+.5+.4+.3+.2+.1) / 9 = 2.5 / 9 per episode; pooled, the 60 values are evenly spread
     # ((i + 0.5) / 60), p_hat(p) = p exactly at every level and the pooled ECE is 0.
-    from uqcal.metrics.evaluation import evaluate_predictions
+    from uqcal.methods.api import get_family
 
     pit = (np.arange(60) + 0.5) / 60
     pred = pd.DataFrame({
         "task": "a", "episode": np.repeat([0, 1], 30), "y": 0.0, "mean": 0.0, "pit": pit, "logpdf": 0.0,
     })
-    metrics = evaluate_predictions("metareg", pred)
+    metrics = get_family("metareg").evaluate(pred)
     assert metrics["ece"] == pytest.approx(2.5 / 9, abs=1e-12)
     assert metrics["ece_pooled"] == pytest.approx(0.0, abs=1e-12)
     assert metrics["n_query"] == 30 and metrics["n_query_pooled"] == 60  # the report's floors use these

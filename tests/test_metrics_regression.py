@@ -204,14 +204,14 @@ def test_interval_coverage_hand():
         M.interval_coverage([0.0], [1.0], [0.0])
 
 
-def test_gaussian_interval_coverage_exact_vs_rio_z():
+def test_gaussian_interval_coverage_exact_vs_rounded_z():
     # exact z(0.95) = 1.959964 < 1.96: the point at 1.96 sd is outside, inside with RIO's z = 1.96
     y = np.array([1.96, 0.0, 1.0])
     assert M.gaussian_interval_coverage(y, 0.0, 1.0, 0.95) == pytest.approx(2 / 3)
-    assert M.gaussian_interval_coverage(y, 0.0, 1.0, 0.95, z=M.RIO_Z[0.95]) == pytest.approx(1.0)
+    assert M.gaussian_interval_coverage(y, 0.0, 1.0, 0.95, z=M.ROUNDED_Z[0.95]) == pytest.approx(1.0)
     # 68 %: exact z = 0.994458 -> y = 0.997 outside; RIO z = 1.0 -> inside
     assert M.gaussian_interval_coverage([0.997], 0.0, 1.0, 0.68) == 0.0
-    assert M.gaussian_interval_coverage([0.997], 0.0, 1.0, 0.68, z=M.RIO_Z[0.68]) == 1.0
+    assert M.gaussian_interval_coverage([0.997], 0.0, 1.0, 0.68, z=M.ROUNDED_Z[0.68]) == 1.0
 
 
 def test_gaussian_interval_coverage_large_sample(rng):
@@ -295,7 +295,7 @@ def test_regression_metrics_gaussian_consistent(rng):
     assert out["ce"] == pytest.approx(M.ce_qr(pit))
     assert out["cov95"] == pytest.approx(np.mean(np.abs(y - mu) <= stats.norm.ppf(0.975) * sd))
     assert out["sharpness"] == pytest.approx(np.mean(sd**2))
-    rio = M.regression_metrics_gaussian(y, mu, sd, rio_z=True)
+    rio = M.regression_metrics_gaussian(y, mu, sd, rounded_z=True)
     assert rio["cov90"] == pytest.approx(np.mean(np.abs(y - mu) <= 1.65 * sd))
     assert all(isinstance(v, float) for v in out.values())
 
@@ -357,7 +357,7 @@ def test_bad_inputs_raise_naming_argument(call, name):
 def test_internal_constants_match_papers():
     np.testing.assert_allclose(R.CE_QR_LEVELS, np.arange(1, 11) / 10)
     np.testing.assert_allclose(R.CAL_SCORE_LEVELS, np.arange(1, 20) * 0.05)
-    assert R.RIO_Z == {0.95: 1.96, 0.90: 1.65, 0.68: 1.0}
+    assert R.ROUNDED_Z == {0.95: 1.96, 0.90: 1.65, 0.68: 1.0}
 
 
 def test_mean_over_groups_hand():

@@ -1,6 +1,6 @@
 """The reference files' uncertainty data: every table says what its ± is, its marks, and the claims' margins exist.
 
-Data checks only (config/reference/*.yaml); the code that reads these blocks is tested with it.
+Data checks only (src/uqcal/methods/<family>/paper_numbers.yaml); the code that reads these blocks is tested with it.
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE = REPO / "config" / "reference"
-SPECS = REPO / "src" / "uqcal" / "pipeline" / "report" / "specs"
+METHODS = REPO / "src" / "uqcal" / "methods"
 FAMILIES = ["rio", "qr", "metareg", "fewshot", "bo"]
 TEXT_KEYS = ("runs", "quote", "where", "basis")
 MARK_KEYS = {"dagger", "double_dagger", "bold"}
@@ -33,11 +32,11 @@ MARGIN_CLAIMS = {
 
 
 def _load(family: str) -> dict:
-    return yaml.safe_load((REFERENCE / f"{family}.yaml").read_text())
+    return yaml.safe_load((METHODS / family / "paper_numbers.yaml").read_text())
 
 
 def _claim_ids(family: str) -> set[str]:
-    spec = yaml.safe_load((SPECS / f"{family}.yaml").read_text())
+    spec = yaml.safe_load((METHODS / family / "report.yaml").read_text())
     return {claim["id"] for claim in spec.get("claims") or []}
 
 
@@ -95,7 +94,7 @@ def test_margins_exist_for_the_equivalence_claims(family):
     ids = _claim_ids(family)
     for claim, metric in MARGIN_CLAIMS[family].items():
         entry = margins[claim]
-        assert claim in ids, f"{family}: {claim} is not a claim of specs/{family}.yaml"
+        assert claim in ids, f"{family}: {claim} is not a claim of {family}/report.yaml"
         assert entry["metric"] == metric, claim
         given = [key for key in ("margin", "relative") if key in entry]
         assert len(given) == 1, f"{claim}: exactly one of margin / relative"
@@ -159,7 +158,7 @@ def test_reference_loader_still_reads_every_file():
     from uqcal.pipeline.paper_numbers import load_reference
 
     for family in FAMILIES:
-        reference = load_reference(REFERENCE, family)
+        reference = load_reference(family)
         assert reference.path is not None, family
 
 
@@ -170,7 +169,7 @@ def test_a_dagger_against_rio_bounds_the_papers_se_of_a_difference():
 
     from uqcal.pipeline.paper_numbers import load_reference
 
-    ref = load_reference(Path("config/reference"), "rio")
+    ref = load_reference("rio")
     diff = ref.paper_difference("table1", "CCS", "holdout", "r_i", "rio", "rmse")
     assert diff.mean == pytest.approx(0.04)
     assert diff.se == pytest.approx(0.04 / stats.t.ppf(0.975, 99))

@@ -22,7 +22,8 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from tests.test_report_tree import build_smoke_like_tree
-from uqcal.pipeline.report.build import FAMILIES, build_reports
+from uqcal.methods.api import builtin_families
+from uqcal.pipeline.report.build import build_reports
 
 REPO = Path(__file__).resolve().parents[1]
 FLAGS = [
@@ -163,7 +164,6 @@ def generated_reports(tmp_path_factory) -> Path:
         tree["out"],
         tree["data"],
         tree["logs"],
-        reference_dir=REPO / "config" / "reference",
     )
     return tree["out"]
 
@@ -187,7 +187,7 @@ def reports_dir(request, generated_reports) -> Path:
 
 def test_pages_render_in_headless_chromium(reports_dir, artifacts_dir, request):
     chromium_binary()
-    families = [f for f in FAMILIES if f != "arena"]  # the arena runs from its own config (tests/test_arena.py)
+    families = [f for f in builtin_families() if f != "arena"]  # the arena runs from its own config (tests/test_arena.py)
     pages = [reports_dir / "index.html"] + [reports_dir / f / "index.html" for f in families]
     missing = [str(p) for p in pages if not p.exists()]
     assert not missing, f"report pages missing: {missing}"

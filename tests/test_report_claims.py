@@ -51,7 +51,7 @@ def reference(records=(), margins=None, uncertainty=None, table_id="t1") -> Refe
     table = {"id": table_id, "table": "Table 1", "caption": "c", "records": [dict(r) for r in records],
              "uncertainty": uncertainty if uncertainty is not None else {"kind": "std", "ddof": 1, "n": 10}}
     return Reference("metareg", tables={table_id: table}, margins=margins or {},
-                     path=Path("config/reference/metareg.yaml"))
+                     path=Path("src/uqcal/methods/metareg/paper_numbers.yaml"))
 
 
 def record(method, mean, std, dataset="CCS", setting="h", metric="rmse"):
@@ -273,7 +273,7 @@ def test_not_worse_needs_a_declared_margin_and_is_statsmodels_one_sided_test():
     d = 0.1 + JIT  # a slightly worse (higher rmse) than b
     values = {**pair_values("standin", d)}
     check = {"kind": "less_than", "metric": "rmse", "a": "a", "b": "b", "accept": "not_worse"}
-    with pytest.raises(ValueError, match=r"claims\.qr_cost\.check: .*margins\.qr_cost.*config/reference/metareg\.yaml"):
+    with pytest.raises(ValueError, match=r"claims\.qr_cost\.check: .*margins\.qr_cost.*methods/metareg/paper_numbers.yaml"):
         evaluate_claim(claim(check, "qr_cost"), ctx_of(values))
     ref = reference(margins={"c": {"margin": 0.3, "reason": "5 % of the baseline's RMSE"}})
     row = rows(evaluate_claim(claim(check), ctx_of(values, ref)))["standin"]

@@ -18,8 +18,6 @@ from uqcal.pipeline.report.build import build_reports, planned_runs
 from uqcal.pipeline.report.results import RunFiles, load_tables
 from uqcal.pipeline.summary import RUN_COLUMNS, SUMMARY_COLUMNS, aggregate_family, summarise
 
-REFERENCE_DIR = Path(__file__).resolve().parents[1] / "config" / "reference"
-
 
 def test_aggregate_writes_every_runs_numbers_beside_the_summary(tmp_path):
     fam = {"datasets": ["d"], "seeds": 12, "settings": {"s": {}}, "methods": {"m": {}, "a": {}}}
@@ -102,8 +100,7 @@ def test_run_files_see_only_planned_runs_with_a_folder_in_folder_name_order(tmp_
 def test_the_report_reads_no_metrics_json(tree):
     """Numbers come from the aggregate's tables: with every metrics.json gone, the report is the same."""
     def build(out):
-        build_reports(tree["config"], str(tree["config_path"]), tree["results"], out, tree["data"], tree["logs"],
-                      reference_dir=REFERENCE_DIR)
+        build_reports(tree["config"], str(tree["config_path"]), tree["results"], out, tree["data"], tree["logs"])
         return {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*.json")) + sorted(out.rglob("*.md"))}
 
     before = build(tree["out"] / "before")

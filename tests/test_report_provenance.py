@@ -28,8 +28,6 @@ from uqcal.pipeline.report.provenance import (
 )
 from uqcal.pipeline.report.results import RunFiles
 
-REFERENCE_DIR = Path(__file__).resolve().parents[1] / "config" / "reference"
-
 
 def test_file_sha256_matches_hashlib(tmp_path):
     path = tmp_path / "c.yaml"
@@ -139,8 +137,7 @@ def test_the_family_page_shows_the_device_of_the_configs_runs(tmp_path):
     write_json(rio / "rio" / "seed7" / "train_stats.json", {"device": "cuda:3", "device_name": "Tesla V100"})
     config["report"] = {**(config.get("report") or {}),
                         "budget_notes": {"rio": ["RIO's ablations run 1 of the 2 splits <here>."]}}
-    build_reports(config, str(tree["config_path"]), tree["results"], tree["out"], tree["data"], tree["logs"],
-                  reference_dir=REFERENCE_DIR)
+    build_reports(config, str(tree["config_path"]), tree["results"], tree["out"], tree["data"], tree["logs"])
     page = (tree["out"] / "rio" / "index.html").read_text()
     # the config's own note on where its budget falls short, escaped, on its family's page only
     assert "<li>RIO&#x27;s ablations run 1 of the 2 splits &lt;here&gt;.</li>" in page

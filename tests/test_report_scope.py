@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +12,6 @@ import pytest
 from tests.test_report_tree import build_smoke_like_tree, write_run, write_tables
 from uqcal.core.io import write_json, write_text
 from uqcal.pipeline.report.build import build_reports, planned_jobs
-
-REFERENCE_DIR = Path(__file__).resolve().parents[1] / "config" / "reference"
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +40,7 @@ def site(tmp_path_factory):
     bench = tree["logs"] / "bench" / "train" / "rio" / "boston" / "holdout" / "rio.tsv"
     write_text(bench, "s\th:m:s\tmax_rss\tmax_vms\n99.5\t0:01:39\t120.0\t300.0\n")
     out = root / "reports"
-    build_reports(config, str(tree["config_path"]), results, out, tree["data"], tree["logs"],
-                  reference_dir=REFERENCE_DIR)
+    build_reports(config, str(tree["config_path"]), results, out, tree["data"], tree["logs"])
     return {"out": out, "config": config, "results": results}
 
 
@@ -98,7 +94,7 @@ def test_failed_fit_marks_its_cell_with_the_run_count(site):
 def test_no_failure_no_mark(tmp_path):
     tree = build_smoke_like_tree(tmp_path, seeds=2, rio_datasets=("concrete",))
     build_reports(tree["config"], str(tree["config_path"]), tree["results"], tree["out"], tree["data"],
-                  tree["logs"], reference_dir=REFERENCE_DIR)
+                  tree["logs"])
     for family in ("metareg", "rio", "qr", "fewshot", "bo"):
         page = (tree["out"] / family / "index.html").read_text()
         assert "⚠" not in page and "Failed fits" not in page
@@ -110,7 +106,7 @@ def test_asking_for_a_family_the_config_does_not_run_is_an_error(tmp_path):
     del config["families"]["qr"]
     with pytest.raises(ValueError, match=r"report families \['qr'\] are not in the config"):
         build_reports(config, str(tree["config_path"]), tree["results"], tree["out"], tree["data"], tree["logs"],
-                      reference_dir=REFERENCE_DIR, families=["qr"])
+                      families=["qr"])
     assert np.all([not (tree["out"] / "qr").exists()])
 
 

@@ -3,8 +3,6 @@ notes, Markdown."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from scipy import stats
@@ -13,8 +11,6 @@ from tests.test_report_tree import REGISTRY, write_run, write_tables
 from uqcal.pipeline.paper_numbers import Reference, load_reference, relate_dataset
 from uqcal.pipeline.report.results import load_tables
 from uqcal.pipeline.report.tables import build_table, not_worse_than_best, paired_pvalue, to_html, to_markdown
-
-REFERENCE_DIR = Path(__file__).resolve().parents[1] / "config" / "reference"
 
 
 def brute_force_paired_p(a, b) -> float:
@@ -66,7 +62,7 @@ def test_bold_marking_matches_brute_force(tmp_path):
             write_run(results, "metareg", "ozone", "ns10", method, seed, {"te": float(v)})
     write_tables(results, "metareg")
     summary, runs = load_tables(results, "metareg")
-    reference = load_reference(REFERENCE_DIR, "metareg")
+    reference = load_reference("metareg")
     relations = {"ozone": relate_dataset("ozone", REGISTRY, reference)}
     table = build_table(
         {"id": "te", "metric": "te", "paper_table": "table1", "methods": ["metacal", "mdkl", "np", "gp"]},
@@ -109,7 +105,7 @@ def test_same_dataset_spread_verdict_and_markdown(tmp_path):
         write_run(results, "rio", "concrete", "holdout", "rio", seed, {"rmse": 6.2 + 0.01 * seed})
         write_run(results, "rio", "concrete", "holdout", "svgp", seed, {"rmse": 8.0 + 0.01 * seed})
     write_tables(results, "rio")
-    reference = load_reference(REFERENCE_DIR, "rio")
+    reference = load_reference("rio")
     relations = {"concrete": relate_dataset("concrete", REGISTRY, reference)}
     assert relations["concrete"].kind == "same" and relations["concrete"].paper == "CCS"
     table = build_table(
@@ -176,28 +172,28 @@ def test_paper_dataset_names_are_checked_against_the_reference():
         "datasets": {"concrete": {"paper_dataset": {"rio": "CCS", "qr": "Concrete Strength"}},
                      "mine": {"paper_dataset": "CSS"}},
     }
-    problems = paper_dataset_problems(config, REFERENCE_DIR)
+    problems = paper_dataset_problems(config)
     assert len(problems) == 1
     assert "datasets.mine.paper_dataset: 'CSS' is not a dataset of the rio paper" in problems[0]
     assert "'CCS'" in problems[0]  # the names it could be
     config["datasets"]["mine"]["paper_dataset"] = "ccs"  # case-insensitive
-    assert paper_dataset_problems(config, REFERENCE_DIR) == []
+    assert paper_dataset_problems(config) == []
 
 
 def test_reference_files_have_all_five_papers_with_table_numbers():
     for family in ("metareg", "rio", "qr", "fewshot", "bo"):
-        ref = load_reference(REFERENCE_DIR, family)
+        ref = load_reference(family)
         assert ref.paper and ref.source
         for table in ref.tables.values():
             assert table["table"].startswith("Table ") and table["caption"]
     # spot checks against IMPLEMENTATION-NOTES.md's quoted values
-    assert load_reference(REFERENCE_DIR, "rio").value("table1", "CCS", "holdout", "rio", "nlpd")["mean"] == 3.241
-    qr = load_reference(REFERENCE_DIR, "qr")
+    assert load_reference("rio").value("table1", "CCS", "holdout", "rio", "nlpd")["mean"] == 3.241
+    qr = load_reference("qr")
     assert qr.value("table2", "Boston Housing", "cv5", "de_qr", "ce")["mean"] == 25.25
-    fewshot = load_reference(REFERENCE_DIR, "fewshot")
+    fewshot = load_reference("fewshot")
     assert fewshot.value("table2", "Omniglot->EMNIST", "5w5s", "md", "mce_ts")["mean"] == 0.025
     assert (
-        load_reference(REFERENCE_DIR, "metareg").value("table6", "AHM", "ns20", "metacal", "train_seconds")["mean"]
+        load_reference("metareg").value("table6", "AHM", "ns20", "metacal", "train_seconds")["mean"]
         == 588.745
     )
 
@@ -226,7 +222,7 @@ def test_paper_units_rescale_published_values(tmp_path):
     for seed in range(2):  # paper (Table 1, Omniglot->EMNIST 5-shot): MD-BFSC 87.05 ± 0.23 %
         write_run(results, "fewshot", "omni2emnist", "5w5s", "md", seed, {"acc": 0.8704 + 0.0001 * seed})
     write_tables(results, "fewshot")
-    reference = load_reference(REFERENCE_DIR, "fewshot")
+    reference = load_reference("fewshot")
     relations = {"omni2emnist": relate_dataset("omni2emnist", {}, reference)}
     relations["omni2emnist"] = relations["omni2emnist"].__class__("omni2emnist", "Omniglot->EMNIST", "same")
     spec = {"id": "acc", "metric": "acc", "paper_table": "table1", "lower_is_better": False}
@@ -295,7 +291,7 @@ def test_a_method_on_fewer_seeds_is_compared_on_the_shared_ones_and_the_table_sa
     for seed, value in enumerate(r_i):
         write_run(results, "rio", "concrete", "holdout", "r_i", seed, {"rmse": float(value)})
     write_tables(results, "rio")
-    reference = load_reference(REFERENCE_DIR, "rio")
+    reference = load_reference("rio")
     relations = {"concrete": relate_dataset("concrete", REGISTRY, reference)}
     table = build_table({"id": "rmse", "metric": "rmse", "methods": ["rio", "r_i"]}, *load_tables(results, "rio"),
                         reference, relations)

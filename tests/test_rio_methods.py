@@ -487,11 +487,11 @@ def test_network_starts_from_keras_glorot_uniform_weights_and_zero_biases():
 def test_rio_coverage_uses_the_papers_z_values():
     # A target 1.647 std from the mean is inside the 90 % interval at RIO's z = 1.65 but outside the exact
     # one (z = 1.6449); likewise 1.0 vs 0.9945 for 68 % and 1.96 vs 1.9600 (equal to 4 digits) for 95 %.
-    from uqcal.metrics.evaluation import evaluate_predictions
+    from uqcal.methods.api import get_family
 
     pred = pd.DataFrame({"y": [1.647, 0.997, 0.0], "mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0]})
-    rio = evaluate_predictions("rio", pred)
-    qr = evaluate_predictions("qr", pred)
+    rio = get_family("rio").evaluate(pred)
+    qr = get_family("qr").evaluate(pred)
     assert rio["cov90"] == pytest.approx(1.0) and qr["cov90"] == pytest.approx(2 / 3)
     assert rio["cov68"] == pytest.approx(2 / 3) and qr["cov68"] == pytest.approx(1 / 3)
 

@@ -17,8 +17,8 @@ import yaml
 from tests.conftest import REPO, tool_env
 from uqcal.data import load_table, materialise
 from uqcal.data.errors import DataSourceError
-from uqcal.data.splits import make_split
 from uqcal.data.validate import DataValidationError, partition_sizes
+from uqcal.methods.api import get_family
 from uqcal.pipeline.config.load import prepare_config
 from uqcal.pipeline.config.payloads import batch_job, dataset_job, split_batch_job
 from uqcal.pipeline.config.source import ConfigError, check_raw_config
@@ -71,7 +71,7 @@ def test_missing_drop_drops_and_counts_the_rows(tmp_path, with_gaps):
     on_disk = json.loads((tmp_path / "data" / "raw" / "gappy.json").read_text())
     assert on_disk["rows_dropped_missing"] == 4
     # The split then has finite training statistics (issue 19: it stored y_mean: NaN).
-    split = make_split("rio", load_table("gappy", spec=spec_for(path), raw_path=parquet), {}, 0)
+    split = get_family("rio").load_splitter()(load_table("gappy", spec=spec_for(path), raw_path=parquet), {}, 0)
     assert np.isfinite(split["y_mean"]) and np.isfinite(split["x_mean"]).all()
 
 
@@ -117,7 +117,7 @@ def test_constant_target_and_constant_tasks(tmp_path):
     with pytest.raises(DataValidationError, match=r"datasets\.multi\.task \('t'\): 1 of the 3 tasks that "
                                                   r"split\.min_task_size = 2 keeps \(of 3\) have a constant target "
                                                   r"\('b'\)"):
-        make_split("metareg", table, {"n_support": 1, "n_query": 1, "min_task_size": 2}, 0)
+        get_family("metareg").load_splitter()(table, {"n_support": 1, "n_query": 1, "min_task_size": 2}, 0)
 
 
 def test_constant_tasks_that_min_task_size_drops_do_not_refuse_the_dataset(tmp_path, caplog):
@@ -135,7 +135,7 @@ def test_constant_tasks_that_min_task_size_drops_do_not_refuse_the_dataset(tmp_p
     assert "datasets.multi.task: 1 of 5 tasks have a constant target ('small')" in warned, warned
     assert "'one'" not in warned.split("constant target")[1]  # the one-row task is not called constant
     table = load_table("multi", spec=spec, raw_path=parquet)
-    split = make_split("metareg", table, {"n_support": 5, "n_query": 10, "min_task_size": 15}, 0)
+    split = get_family("metareg").load_splitter()(table, {"n_support": 5, "n_query": 10, "min_task_size": 15}, 0)
     assert sorted(split["dropped_tasks"]) == ["one", "small"]
 
 
@@ -198,7 +198,7 @@ def multitask_table(tmp_path, sizes: dict[str, int]):
 
 def test_three_eligible_tasks_split_one_each(tmp_path):
     table = multitask_table(tmp_path, {"a": 20, "b": 20, "c": 20, "small": 5})
-    split = make_split("metareg", table, {"n_support": 5, "n_query": 10, "min_task_size": 15}, 0)
+    split = get_family("metareg").load_splitter()(table, {"n_support": 5, "n_query": 10, "min_task_size": 15}, 0)
     assert sorted(len(v) for v in split["tasks"].values()) == [1, 1, 1]
     assert split["dropped_tasks"] == ["small"] and len(split["test_episodes"]) == 1
 
@@ -206,7 +206,7 @@ def test_three_eligible_tasks_split_one_each(tmp_path):
 def test_too_few_tasks_is_one_clear_error(tmp_path):
     table = multitask_table(tmp_path, {"a": 20, "b": 20, "c": 12})
     with pytest.raises(DataValidationError) as raised:
-        make_split("metareg", table, {"n_support": 5, "n_query": 10, "min_task_size": 15}, 0)
+        get_family("metareg").load_splitter()(table, {"n_support": 5, "n_query": 10, "min_task_size": 15}, 0)
     message = str(raised.value)
     assert "dataset 'few': 2 eligible tasks" in message and "train 1 / val 0 / test 1" in message
     assert "split.min_task_size = 15" in message and "[20, 20, 12]" in message
@@ -224,7 +224,7 @@ def test_fewshot_too_few_classes_names_the_parts(tmp_path):
     table = load_table("tiny", spec=spec, raw_path=parquet)
     with pytest.raises(DataValidationError, match=r"6 of 6 classes .* \[0\.6, 0\.2, 0\.2\] they give train 4 / "
                                                   r"val 1 / test 1 classes; every part needs at least n_way = 2"):
-        make_split("fewshot", table, {"n_way": 2, "k_shot": 1, "n_query_test": 5, "n_query_train": 5}, 0)
+        get_family("fewshot").load_splitter()(table, {"n_way": 2, "k_shot": 1, "n_query_test": 5, "n_query_train": 5}, 0)
 
 
 # ------------------------------------------------------------------------------------ config alone

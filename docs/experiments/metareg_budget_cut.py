@@ -27,10 +27,9 @@ import torch
 
 from uqcal.core.io import read_json
 from uqcal.data import load_table
-from uqcal.methods.api import get_entry, resolve_params
+from uqcal.methods.api import get_entry, get_family, resolve_params
 from uqcal.methods.metareg.episodes import EpisodeData
 from uqcal.metrics import stats as S
-from uqcal.metrics.evaluation import evaluate_predictions
 from uqcal.pipeline.config.load import load_config
 
 METRICS = ("te", "mse", "ece", "ece_pooled")
@@ -45,7 +44,7 @@ def run(config: dict, method: str, dataset: str, setting: str, seed: int, overri
     cpu = time.process_time()
     frame, _, train_stats = instance.run(data, None, seed=seed)
     train_stats["cpu_seconds"] = time.process_time() - cpu
-    return evaluate_predictions("metareg", frame), train_stats
+    return get_family("metareg").evaluate(frame), train_stats
 
 
 def _parse(item: str) -> tuple[str, object]:

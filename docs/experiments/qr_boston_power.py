@@ -8,7 +8,7 @@ Runs the registry's methods exactly as the pipeline does (the same RunContext se
 seed k, so the first 15 fits are the default run's own) on the paper's protocol (`KFold(5)` without shuffling,
 repeat r = seeds 5r .. 5r + 4), one process, one thread, in a temporary folder. Prints the per-fold means, the
 plain and fold-blocked paired tests over all fits, and the fits the fold-blocked test would need for 80 % power
-at the paper's own difference (Table 1 or 2 of config/reference/qr.yaml) given our scatter.
+at the paper's own difference (Table 1 or 2 of src/uqcal/methods/qr/paper_numbers.yaml) given our scatter.
 
 The authors' code (occam-ra-zor/QR) on the same folds is the comparison in docs/qr.md ("Boston under the
 authors' code"); it is not part of this project and is not run here.
@@ -53,7 +53,7 @@ def fit(config: dict, workdir: Path, dataset: str, method: str, seed: int, raw: 
 def paper_difference(config: dict, dataset: str, base: str, qr: str) -> float | None:
     """The paper's CE(qr) - CE(base) on this dataset (Tables 1-2), None when it is not one of the paper's."""
     paper_name = (config["datasets"][dataset].get("paper_dataset") or {}).get("qr")
-    return load_reference(Path("config/reference"), "qr").difference(["table1", "table2"], paper_name, "cv5", qr,
+    return load_reference("qr").difference(["table1", "table2"], paper_name, "cv5", qr,
                                                                      base, "ce")
 
 

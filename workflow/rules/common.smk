@@ -5,6 +5,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
+from uqcal.methods.api import get_family
 from uqcal.pipeline import locks as L
 from uqcal.pipeline import plan as P
 from uqcal.pipeline import records as R
@@ -123,21 +124,13 @@ if any("slurm_partition" in P.resources(UQ, *key) for key in _TRAIN_KEYS):
 
 # Report outputs are declared here (not in report.smk) because `snakemake --lint` wants functions
 # in common files; see report.smk.
-REPORT_TITLES = {
-    "metareg": "metareg: Iwata & Kumagai",
-    "rio": "rio: RIO (Qiu et al.)",
-    "qr": "qr: quantile regularization",
-    "fewshot": "fewshot: MD-BFSC (Ke et al.)",
-    "bo": "bo: calibrated BO (Deshpande & Kuleshov)",
-    "arena": "arena: every regression method on the same splits",
-}
 
 
 def _report_outputs():
     """Per family: its figures and its table fragments as report directories."""
     outputs = {}
     for family in FAMILY_NAMES:
-        category = REPORT_TITLES.get(family, family)
+        category = get_family(family).title
         outputs[f"{family}_figures"] = report(
             directory(f"reports/{family}/figures"),
             patterns=["{figure}__{dataset}__{setting}.svg"],

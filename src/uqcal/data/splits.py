@@ -6,10 +6,13 @@ Formats are documented in docs/ARCHITECTURE.md. Row indices always index ``Table
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from uqcal.data import validate
 from uqcal.data.datasets import Table
 from uqcal.data.validate import DataValidationError, check_partition, constant_task_problem, partition_sizes
 
@@ -174,15 +177,16 @@ def kfold_split(table: Table, params: dict, seed: int) -> dict:
             **_standardisation(table, train)}
 
 
-def arena_split(table: Table, params: dict, seed: int) -> dict:
-    """One random train / validation / test partition per seed, shared by every method of the arena.
+def train_val_test_split(table: Table, params: dict, seed: int, *, stream: str) -> dict:
+    """One random train / validation / test partition per seed, shared by every method of a family.
 
     ``val_fraction`` and ``test_fraction`` are fractions of all rows. ``train`` is what every method fits on
     (standardisation statistics from it alone); ``val`` is held out from every method and fits the post-hoc
     recalibrations; ``holdout`` is the test part. ``test`` lists the validation rows first, then the test
     rows: the rows every method predicts (the families' methods predict ``split["test"]``), so that a
-    recalibration reads its base run's validation predictions from the same file; the arena's evaluator
-    scores only the last ``len(holdout)`` rows (uqcal.metrics.evaluation).
+    recalibration reads its base run's validation predictions from the same file; the evaluator scores only the
+    last ``len(holdout)`` rows (uqcal.metrics.evaluation.test_part). ``stream`` names the random stream (the
+    family's: two families on the same dataset and seed then partition independently).
     """
     n = len(table.frame)
     test_fraction, val_fraction = float(params.get("test_fraction", 0.2)), float(params.get("val_fraction", 0.1))
@@ -190,8 +194,8 @@ def arena_split(table: Table, params: dict, seed: int) -> dict:
     if n_test < 1 or n_val < 2 or n - n_test - n_val < 2:
         raise DataValidationError(f"dataset {table.name!r}: {n} rows with test_fraction {test_fraction} and "
                                   f"val_fraction {val_fraction} leave {n - n_test - n_val} training / {n_val} "
-                                  f"validation / {n_test} test rows; the arena needs >= 2, >= 2 and >= 1")
-    perm = _rng(table.name, "arena", seed).permutation(n)
+                                  f"validation / {n_test} test rows; the split needs >= 2, >= 2 and >= 1")
+    perm = _rng(table.name, stream, seed).permutation(n)
     test, val, train = np.sort(perm[:n_test]), np.sort(perm[n_test:n_test + n_val]), np.sort(perm[n_test + n_val:])
     return {"train": train.tolist(), "val": val.tolist(), "holdout": test.tolist(),
             "test": val.tolist() + test.tolist(), **_standardisation(table, train)}
@@ -312,17 +316,49 @@ def initial_design_split(table: Table, params: dict, seed: int) -> dict:
     return {"objective": table.name, "initial_x": initial.tolist(), "bounds": [lower.tolist(), upper.tolist()]}
 
 
-SPLITTERS = {
-    "metareg": multitask_split,
-    "rio": holdout_split,
-    "qr": kfold_split,
-    "fewshot": fewshot_split,
-    "bo": initial_design_split,
-    "arena": arena_split,
-}
+# ----------------------------------------------------------------------------------------- splitters
+@dataclass(frozen=True)
+class Splitter:
+    """A split function with the parameters it reads: ``keys`` (JSON-schema properties of ``split:`` and of a
+    setting, checked when the config loads) and ``problems`` (what a schema cannot say, e.g. N_S + N_Q <=
+    min_task_size; ``(params, key) -> messages``). A family names its splitter (uqcal.methods.api.Family)."""
+
+    split: Callable[[Table, dict, int], dict]
+    keys: dict[str, Any] = field(default_factory=dict)
+    problems: Callable[[dict, str], list[str]] = validate.no_split_problems
+
+    def __call__(self, table: Table, params: dict, seed: int) -> dict:
+        return self.split(table, params, seed)
 
 
-def make_split(family: str, table: Table, params: dict, seed: int) -> dict:
-    split = SPLITTERS[family](table, params, seed)
-    split.update({"family": family, "dataset": table.name, "seed": seed})
-    return split
+_POSITIVE_INT = {"type": "integer", "minimum": 1}
+_FRACTIONS3 = {"type": "array", "items": {"type": "number"}}  # three positive fractions summing to 1: problems
+_UNIT_FRACTION = {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}
+
+MULTITASK = Splitter(multitask_split, {
+    "n_support": _POSITIVE_INT,  # N_S
+    "n_query": _POSITIVE_INT,  # N_Q (default 30)
+    "min_task_size": _POSITIVE_INT,  # tasks with fewer rows are dropped (default N_S + N_Q)
+    "task_fractions": _FRACTIONS3,  # train, val, test tasks
+    "val_episodes_per_task": _POSITIVE_INT,
+    "test_episodes_per_task": _POSITIVE_INT,
+}, validate.multitask_split_problems)
+HOLDOUT = Splitter(holdout_split, {"test_fraction": _UNIT_FRACTION}, validate.holdout_split_problems)
+KFOLD = Splitter(kfold_split, {"folds": {"type": "integer", "minimum": 2}, "shuffle": {"type": "boolean"}},
+                 validate.kfold_split_problems)
+FEWSHOT = Splitter(fewshot_split, {
+    "n_way": {"type": "integer", "minimum": 2},
+    "k_shot": _POSITIVE_INT,
+    "n_query_test": _POSITIVE_INT,
+    "n_query_train": _POSITIVE_INT,
+    "n_val_episodes": _POSITIVE_INT,
+    "n_test_episodes": _POSITIVE_INT,
+    "class_fractions": _FRACTIONS3,
+    "group_disjoint": {"type": "boolean"},
+    "val_domain": {"enum": ["target", "source"]},
+}, validate.fewshot_split_problems)
+INITIAL_DESIGN = Splitter(initial_design_split, {
+    "n_init": _POSITIVE_INT,
+    "initial_design": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}, "minItems": 1},
+}, validate.initial_design_split_problems)
+TRAIN_VAL_TEST_KEYS = {"test_fraction": _UNIT_FRACTION, "val_fraction": _UNIT_FRACTION}

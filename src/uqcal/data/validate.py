@@ -28,7 +28,6 @@ MISSING_POLICIES = ("error", "drop")
 DEFAULT_MAX_CATEGORIES = 20
 REGRESSION_KINDS = ("single_task_regression", "multitask_regression")
 RESHAPE_STEPS = ("melt", "lags", "grid_regions", "rename", "query")
-FAMILY_KINDS = ("metareg", "rio", "qr", "fewshot", "bo")
 log = logging.getLogger(__name__)
 
 
@@ -46,8 +45,8 @@ def fail(problems: list[str], what: str) -> None:
 
 
 # --------------------------------------------------------------------------------- config alone
-def dataset_spec_problems(name: str, spec: dict) -> list[str]:
-    """Problems of one registry entry that need no data."""
+def dataset_spec_problems(name: str, spec: dict, families: Iterable[str] = ()) -> list[str]:
+    """Problems of one registry entry that need no data (``families``: the names ``paper_dataset`` may use)."""
     key = f"datasets.{name}"
     problems = []
     kind = spec.get("kind")
@@ -66,9 +65,9 @@ def dataset_spec_problems(name: str, spec: dict) -> list[str]:
             problems.append(f"{key}.features: lists {duplicated} more than once")
     paper = spec.get("paper_dataset")
     if isinstance(paper, dict):
-        unknown = sorted(set(paper) - set(FAMILY_KINDS))
+        unknown = sorted(set(paper) - set(families))
         if unknown:
-            problems.append(f"{key}.paper_dataset: unknown families {unknown}; known: {list(FAMILY_KINDS)}")
+            problems.append(f"{key}.paper_dataset: unknown families {unknown}; known: {sorted(families)}")
     if spec.get("missing", "error") not in MISSING_POLICIES:
         problems.append(f"{key}.missing: {spec['missing']!r} is not one of {list(MISSING_POLICIES)}")
     problems += reshape_problems(name, spec.get("reshape"))
@@ -141,67 +140,88 @@ def _positive_int(params: dict, name: str, key: str, minimum: int = 1) -> str | 
     return None
 
 
-def split_param_problems(family: str, params: dict, key: str) -> list[str]:
-    """Problems of one setting's split parameters (``families.<f>.split`` merged with the setting's keys).
+def no_split_problems(params: dict, key: str) -> list[str]:
+    return []
 
-    ``key`` names where they come from, e.g. ``families.metareg.settings.ns10 (+ split)``."""
+
+def multitask_split_problems(params: dict, key: str) -> list[str]:
+    """Problems of a setting's uqcal.data.splits.multitask_split parameters (``key``: where they come from,
+    e.g. ``families.<f>.settings.ns10 (+ split)``)."""
     problems: list[str | None] = []
-    if family == "metareg":
-        if "n_support" not in params:
-            problems.append(f"{key}: needs n_support (the support-set size N_S)")
-        for name in ("n_support", "n_query", "min_task_size", "val_episodes_per_task", "test_episodes_per_task"):
-            problems.append(_positive_int(params, name, key))
-        if not problems or all(p is None for p in problems):
-            n_s, n_q = int(params["n_support"]), int(params.get("n_query", 30))
-            min_size = int(params.get("min_task_size", n_s + n_q))
-            if min_size < n_s + n_q:
-                problems.append(f"{key}.min_task_size: {min_size} < n_support + n_query = {n_s} + {n_q} = "
-                                f"{n_s + n_q}; a task needs N_S + N_Q rows for one episode (raise min_task_size or "
-                                "lower n_query)")
-        if "task_fractions" in params:
-            problems.append(_fractions_problem(params["task_fractions"], f"{key}.task_fractions"))
-    elif family == "fewshot":
-        problems.append(_positive_int(params, "n_way", key, minimum=2))
-        problems.append(_positive_int(params, "k_shot", key))
-        for name in ("n_query_test", "n_query_train", "n_val_episodes", "n_test_episodes"):
-            problems.append(_positive_int(params, name, key))
-        if "n_way" not in params or "k_shot" not in params:
-            problems.append(f"{key}: needs n_way and k_shot")
-        if "class_fractions" in params:
-            problems.append(_fractions_problem(params["class_fractions"], f"{key}.class_fractions"))
-    elif family == "rio":
-        frac = params.get("test_fraction", 0.2)
-        if not isinstance(frac, (int, float)) or not 0 < frac < 1:
-            problems.append(f"{key}.test_fraction: must be in (0, 1), got {frac!r}")
-    elif family == "qr":
-        problems.append(_positive_int(params, "folds", key, minimum=2))
-    elif family == "arena":
-        test, val = params.get("test_fraction", 0.2), params.get("val_fraction", 0.1)
-        for name, frac in (("test_fraction", test), ("val_fraction", val)):
-            if not isinstance(frac, (int, float)) or isinstance(frac, bool) or not 0 < frac < 1:
-                problems.append(f"{key}.{name}: must be in (0, 1), got {frac!r}")
-        if not problems and test + val >= 1:
-            problems.append(f"{key}: test_fraction + val_fraction = {test + val:g} leaves no training rows")
-    elif family == "bo":
-        problems.append(_positive_int(params, "n_init", key))
+    if "n_support" not in params:
+        problems.append(f"{key}: needs n_support (the support-set size N_S)")
+    for name in ("n_support", "n_query", "min_task_size", "val_episodes_per_task", "test_episodes_per_task"):
+        problems.append(_positive_int(params, name, key))
+    if not problems or all(p is None for p in problems):
+        n_s, n_q = int(params["n_support"]), int(params.get("n_query", 30))
+        min_size = int(params.get("min_task_size", n_s + n_q))
+        if min_size < n_s + n_q:
+            problems.append(f"{key}.min_task_size: {min_size} < n_support + n_query = {n_s} + {n_q} = "
+                            f"{n_s + n_q}; a task needs N_S + N_Q rows for one episode (raise min_task_size or "
+                            "lower n_query)")
+    if "task_fractions" in params:
+        problems.append(_fractions_problem(params["task_fractions"], f"{key}.task_fractions"))
     return [p for p in problems if p]
 
 
-def config_problems(config: dict) -> list[str]:
-    """Every dataset-entry and split-parameter problem of the datasets and settings a config uses."""
+def fewshot_split_problems(params: dict, key: str) -> list[str]:
+    """Problems of a setting's uqcal.data.splits.fewshot_split parameters."""
+    problems = [_positive_int(params, "n_way", key, minimum=2), _positive_int(params, "k_shot", key)]
+    for name in ("n_query_test", "n_query_train", "n_val_episodes", "n_test_episodes"):
+        problems.append(_positive_int(params, name, key))
+    if "n_way" not in params or "k_shot" not in params:
+        problems.append(f"{key}: needs n_way and k_shot")
+    if "class_fractions" in params:
+        problems.append(_fractions_problem(params["class_fractions"], f"{key}.class_fractions"))
+    return [p for p in problems if p]
+
+
+def holdout_split_problems(params: dict, key: str) -> list[str]:
+    frac = params.get("test_fraction", 0.2)
+    if not isinstance(frac, (int, float)) or not 0 < frac < 1:
+        return [f"{key}.test_fraction: must be in (0, 1), got {frac!r}"]
+    return []
+
+
+def kfold_split_problems(params: dict, key: str) -> list[str]:
+    problem = _positive_int(params, "folds", key, minimum=2)
+    return [problem] if problem else []
+
+
+def train_val_test_split_problems(params: dict, key: str) -> list[str]:
+    test, val = params.get("test_fraction", 0.2), params.get("val_fraction", 0.1)
+    problems = []
+    for name, frac in (("test_fraction", test), ("val_fraction", val)):
+        if not isinstance(frac, (int, float)) or isinstance(frac, bool) or not 0 < frac < 1:
+            problems.append(f"{key}.{name}: must be in (0, 1), got {frac!r}")
+    if not problems and test + val >= 1:
+        problems.append(f"{key}: test_fraction + val_fraction = {test + val:g} leaves no training rows")
+    return problems
+
+
+def initial_design_split_problems(params: dict, key: str) -> list[str]:
+    problem = _positive_int(params, "n_init", key)
+    return [problem] if problem else []
+
+
+def config_problems(config: dict, split_problems: dict, families: Iterable[str]) -> list[str]:
+    """Every dataset-entry and split-parameter problem of the datasets and settings a config uses.
+
+    ``split_problems``: each family's check of its split parameters (its splitter's ``problems``);
+    ``families``: the names a dataset's ``paper_dataset`` mapping may use."""
     used = {}
     for fam in config["families"].values():
         for dataset in fam["datasets"]:
             used.setdefault(dataset, None)
     problems = []
     for dataset in used:
-        problems += dataset_spec_problems(dataset, config["datasets"][dataset])
+        problems += dataset_spec_problems(dataset, config["datasets"][dataset], families)
     for family, fam in config["families"].items():
         for setting, values in fam["settings"].items():
             # as the jobs get them: without the run selectors (uqcal.pipeline.config.runs.SETTING_SELECTORS)
             selectors = ("datasets", "seeds")
             params = {**(fam.get("split") or {}), **{k: v for k, v in (values or {}).items() if k not in selectors}}
-            problems += split_param_problems(family, params, f"families.{family}.settings.{setting} (with split)")
+            problems += split_problems[family](params, f"families.{family}.settings.{setting} (with split)")
     return problems
 
 

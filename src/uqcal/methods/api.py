@@ -5,16 +5,17 @@ See docs/ARCHITECTURE.md for the contract.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
 import logging
 import math
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-FAMILIES = ("metareg", "rio", "qr", "fewshot", "bo", "arena")
 
 
 @dataclass(frozen=True)
@@ -26,16 +27,100 @@ class MethodEntry:
     depends_on: str | None = None
 
     def load_class(self) -> type[Method]:
-        module_name, _, class_name = self.target.partition(":")
-        module = importlib.import_module(module_name)
-        return getattr(module, class_name)
+        return _load(self.target)
+
+
+def _load(target: str) -> Any:
+    module_name, _, name = target.partition(":")
+    return getattr(importlib.import_module(module_name), name)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One paper's reproduction as the pipeline sees it: the ``FAMILY`` of a package (docs/ARCHITECTURE.md).
+
+    ``task`` is the dataset kind its datasets must have. ``splitter`` (a ``uqcal.data.splits.Splitter``) and
+    ``evaluator`` (``(predictions, ctx) -> metrics``) are ``"module:name"`` strings, imported when used, so that
+    importing a family stays light. ``setting_keys``: JSON-schema properties of the ``split:`` / setting keys its
+    methods read beyond the splitter's. The package folder holds ``report.yaml`` (its report page: tables,
+    figures, claims) and, where the paper publishes numbers, ``paper_numbers.yaml``."""
+
+    title: str
+    task: str
+    methods: dict[str, MethodEntry]
+    splitter: str
+    evaluator: str
+    setting_keys: dict[str, Any] = field(default_factory=dict)
+    name: str = ""  # set by the registry: the key under ``families:``
+    package: str = ""  # set by the registry: the module that defines it
+
+    def load_splitter(self) -> Any:
+        return _load(self.splitter)
+
+    def evaluate(self, predictions, ctx: RunContext | None = None) -> dict[str, float]:
+        return _load(self.evaluator)(predictions, ctx)
+
+    def folder(self) -> Path:
+        """The package's folder (its report spec and the paper's numbers live there)."""
+        return Path(importlib.import_module(self.package).__file__).parent
+
+    @property
+    def report_spec_path(self) -> Path:
+        return self.folder() / "report.yaml"
+
+    @property
+    def paper_numbers_path(self) -> Path:
+        return self.folder() / "paper_numbers.yaml"
+
+
+BUILTIN_PACKAGE = "uqcal.methods"
+# name -> package of a family that lives outside uqcal.methods (``families.<name>.package`` in a config).
+_PLUGIN_PACKAGES: dict[str, str] = {}
+
+
+def builtin_families() -> list[str]:
+    """The families shipped with uqcal: every package under uqcal.methods that defines ``FAMILY``."""
+    import pkgutil
+
+    root = importlib.import_module(BUILTIN_PACKAGE)
+    names = [info.name for info in pkgutil.iter_modules(root.__path__) if info.ispkg]
+    return sorted(n for n in names if isinstance(getattr(importlib.import_module(f"{BUILTIN_PACKAGE}.{n}"),
+                                                         "FAMILY", None), Family))
+
+
+def register_family(name: str, package: str) -> None:
+    """Make family ``name`` the ``FAMILY`` of ``package`` (any importable module) in this process."""
+    if not re.fullmatch(r"[A-Za-z_]\w*", name):
+        raise ValueError(f"families.{name}: a family name must be a Python identifier")
+    _PLUGIN_PACKAGES[name] = package
+    get_family.cache_clear()
+
+
+def register_job_family(job: dict) -> None:
+    """A step's job names its family's package when it is not one of uqcal's own (``family_package``)."""
+    if job.get("family_package"):
+        register_family(job["family"], job["family_package"])
+
+
+@functools.cache
+def get_family(name: str) -> Family:
+    """The family registered as ``name``: a plug-in package, or ``uqcal.methods.<name>``."""
+    package = _PLUGIN_PACKAGES.get(name, f"{BUILTIN_PACKAGE}.{name}")
+    try:
+        module = importlib.import_module(package)
+    except ModuleNotFoundError as exc:
+        if package in _PLUGIN_PACKAGES.values() or not (exc.name or "").startswith(package):
+            raise
+        raise KeyError(f"unknown family {name!r}; known: {', '.join(builtin_families())} "
+                       "(or name a plug-in package: families.<name>.package)") from None
+    family = getattr(module, "FAMILY", None)
+    if not isinstance(family, Family):
+        raise KeyError(f"family {name!r}: module {package} defines no FAMILY (a uqcal.methods.api.Family)")
+    return dataclasses.replace(family, name=name, package=package)
 
 
 def method_table(family: str) -> dict[str, MethodEntry]:
-    if family not in FAMILIES:
-        raise KeyError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
-    module = importlib.import_module(f"uqcal.methods.{family}")
-    return module.METHODS
+    return get_family(family).methods
 
 
 def get_entry(family: str, method: str) -> MethodEntry:
@@ -358,9 +443,7 @@ class Method:
         the run's predictions.parquet (``uqcal evaluate``, a run trained earlier). An override passes it on.
         """
         from uqcal.core.io import read_json
-        from uqcal.metrics.evaluation import evaluate_predictions
-
-        metrics = evaluate_predictions(ctx.family, load_predictions(ctx, predictions), ctx)
+        metrics = get_family(ctx.family).evaluate(load_predictions(ctx, predictions), ctx)
         stats_path = ctx.run_dir / "train_stats.json"
         if stats_path.exists():
             for key, value in read_json(stats_path).items():

@@ -26,7 +26,7 @@ class MarginalGaussian(Method):
     def train(self, ctx: RunContext) -> None:
         table, split = ctx.load_data(), ctx.load_split()
         y = table.y
-        if ctx.family == "metareg":
+        if "test_episodes" in split:  # an episodic (multi-task) split: the support sets are the data
             y_mean, y_std = _metatrain_target_stats(table, split)
             # A support set without spread (one point, or equal targets) says nothing about the task's
             # spread: use the meta-training tasks' pooled within-task std instead of a near-zero sigma.

@@ -42,7 +42,7 @@ CE_QR_LEVELS = np.round(np.arange(1, 11) / 10.0, 10)
 CAL_SCORE_LEVELS = np.round(np.arange(1, 20) * 0.05, 10)
 # z values used by RIO's code for its 95/90/68 % intervals (App. D.2); the exact ones are
 # Phi^{-1}(0.975) = 1.95996, Phi^{-1}(0.95) = 1.64485, Phi^{-1}(0.84) = 0.99446.
-RIO_Z = {0.95: 1.96, 0.90: 1.65, 0.68: 1.0}
+ROUNDED_Z = {0.95: 1.96, 0.90: 1.65, 0.68: 1.0}
 # Quantile columns of predictions.parquet that bound each central interval (docs/ARCHITECTURE.md).
 INTERVAL_QUANTILE_COLUMNS = {0.95: ("q0.025", "q0.975"), 0.90: ("q0.05", "q0.95"), 0.68: ("q0.16", "q0.84")}
 
@@ -207,7 +207,7 @@ def gaussian_interval_coverage(y, mean, std, level: float, z: float | None = Non
     """Coverage of the central Gaussian interval mean +- z * std.
 
     By default ``z = Phi^{-1}((1 + level) / 2)`` exactly. RIO's code uses z = 1.96 / 1.65 / 1.0 for
-    the 95 / 90 / 68 % intervals (see ``RIO_Z``); pass ``z=RIO_Z[level]`` to reproduce it.
+    the 95 / 90 / 68 % intervals (see ``ROUNDED_Z``); pass ``z=ROUNDED_Z[level]`` to reproduce it.
     """
     if z is None:
         if not 0.0 < level < 1.0:
@@ -319,11 +319,11 @@ def mean_over_groups(metric, groups, *arrays, **kwargs) -> float:
 
 
 # ----------------------------------------------------------------------------- bundles
-def regression_metrics_gaussian(y, mean, std, *, rio_z: bool = False) -> dict[str, float]:
+def regression_metrics_gaussian(y, mean, std, *, rounded_z: bool = False) -> dict[str, float]:
     """All shared regression metrics for a Gaussian predictive N(mean, std^2).
 
     Keys: mse, rmse, nlpd, ece, te, ce, cal_score, cov95, cov90, cov68, sharpness, crps.
-    ``rio_z=True`` uses RIO's rounded z values (1.96 / 1.65 / 1.0) for the coverages.
+    ``rounded_z=True`` uses RIO's rounded z values (1.96 / 1.65 / 1.0) for the coverages.
     """
     y = as_vector("y", y)
     mean = as_like("mean", mean, y, "y")
@@ -341,7 +341,7 @@ def regression_metrics_gaussian(y, mean, std, *, rio_z: bool = False) -> dict[st
         "cal_score": calibration_score(pit),
     }
     for level, key in ((0.95, "cov95"), (0.90, "cov90"), (0.68, "cov68")):
-        out[key] = gaussian_interval_coverage(y, mean, std, level, z=RIO_Z[level] if rio_z else None)
+        out[key] = gaussian_interval_coverage(y, mean, std, level, z=ROUNDED_Z[level] if rounded_z else None)
     out["sharpness"] = sharpness(std)
     out["crps"] = gaussian_crps(y, mean, std)
     return out

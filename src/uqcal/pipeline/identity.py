@@ -25,17 +25,21 @@ STEP_MODULE = {rule: f"uqcal.pipeline.steps.{rule}" for rule in RULES}
 
 def code_roots(job: Job) -> list[str]:
     """Modules a job's process starts from; `source_files` follows their imports."""
-    roots = ["uqcal.cli", STEP_MODULE[job.rule]]
-    if job.rule == "train":
-        from uqcal.methods.api import get_entry
+    from uqcal.methods.api import get_entry, get_family
 
+    roots = ["uqcal.cli", STEP_MODULE[job.rule]]
+    if job.rule == "split":  # the family's splitter is a "module:name" string
+        family = get_family(job.key[0])
+        roots += [family.package, family.splitter.partition(":")[0]]
+    if job.rule == "train":
         family, _, _, method = job.key
         entry = get_entry(family, method)
-        roots += [f"uqcal.methods.{family}", entry.target.partition(":")[0]]
+        evaluator = get_family(family).evaluator.partition(":")[0]
+        roots += [get_family(family).package, evaluator, entry.target.partition(":")[0]]
         if entry.depends_on:  # a method built on another's runs may load that method's model
             roots.append(get_entry(family, entry.depends_on).target.partition(":")[0])
-    if job.rule == "report":  # figures a claim spec draws with a function ("uqcal.methods.qr.toy:draw")
-        for spec in sorted((SRC / "pipeline" / "report" / "specs").glob("*.yaml")):
+    if job.rule == "report":  # figures a report spec draws with a function ("module:function")
+        for spec in sorted((SRC / "methods").glob("*/report.yaml")):
             roots += sorted(set(re.findall(r"\b(uqcal(?:\.\w+)+):\w+", spec.read_text())))
     return roots
 
@@ -45,13 +49,14 @@ def source_files(job: Job) -> list[str]:
 
     Imports inside functions count, and so do plain module names written as strings (``importlib`` tables
     such as the data sources'); ``module:Class`` registry targets do not: a job's own method is a root.
-    The report also reads the claim specs packaged beside its modules and the papers' numbers
-    (config/reference/).
+    The report also reads the report specs and the papers' numbers that the families' packages hold
+    (``report.yaml``, ``paper_numbers.yaml``) and any data files packaged beside its own modules.
     """
     files = sorted(_module_path(m) for m in _closure(tuple(code_roots(job))))
     if job.rule == "report":
-        files += sorted(f"src/uqcal/{p.relative_to(SRC).as_posix()}" for p in (SRC / "pipeline" / "report").rglob("*.yaml"))
-        files += sorted(p.as_posix() for p in Path("config/reference").glob("*.yaml"))
+        yamls = [*(SRC / "pipeline" / "report").rglob("*.yaml"), *(SRC / "methods").glob("*/report.yaml"),
+                 *(SRC / "methods").glob("*/paper_numbers.yaml")]
+        files += sorted(f"src/uqcal/{p.relative_to(SRC).as_posix()}" for p in yamls)
     return files
 
 

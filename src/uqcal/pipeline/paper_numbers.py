@@ -1,4 +1,4 @@
-"""Published numbers (``config/reference/<family>.yaml``) and how our datasets relate to the paper's."""
+"""Published numbers (``paper_numbers.yaml`` of each family's package) and how our datasets relate to the paper's."""
 
 from __future__ import annotations
 
@@ -149,9 +149,13 @@ class Reference:
         return list(seen)
 
 
-def load_reference(reference_dir: Path, family: str) -> Reference:
-    """Read ``<reference_dir>/<family>.yaml``; an absent file gives an empty reference."""
-    path = Path(reference_dir) / f"{family}.yaml"
+def load_reference(family: str, path: Path | None = None) -> Reference:
+    """Read the family's published numbers (``paper_numbers.yaml`` in its package, or ``path``); an absent file gives
+    an empty reference."""
+    if path is None:
+        from uqcal.methods.api import get_family
+
+        path = get_family(family).paper_numbers_path
     if not path.exists():
         return Reference(family=family)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the reference files are long
@@ -247,9 +251,9 @@ def relate_dataset(
     return DatasetRelation(dataset, None, "none", "")
 
 
-def paper_dataset_problems(config: dict, reference_dir: Path) -> list[str]:
+def paper_dataset_problems(config: dict) -> list[str]:
     """``paper_dataset`` entries of the datasets a config runs that name no dataset of that family's
-    published tables (config/reference/<family>.yaml), each with the names it could be."""
+    published tables (its package's paper_numbers.yaml), each with the names it could be."""
     problems = []
     references: dict[str, Reference] = {}
     for family, fam in config["families"].items():
@@ -258,7 +262,7 @@ def paper_dataset_problems(config: dict, reference_dir: Path) -> list[str]:
             named = paper_dataset_for(spec, family)
             if not named:
                 continue
-            reference = references.setdefault(family, load_reference(reference_dir, family))
+            reference = references.setdefault(family, load_reference(family))
             known = reference.paper_datasets()
             if known and resolve_paper_name(named, reference) is None:
                 problems.append(

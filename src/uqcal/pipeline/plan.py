@@ -366,9 +366,11 @@ def train_seeds(job: dict, results_dir: str | Path = "results", data_dir: str | 
     import torch
 
     from uqcal.core.device import resolve_device
-    from uqcal.methods.api import RunContext, get_entry
+    from uqcal.methods.api import RunContext, get_entry, register_job_family
     from uqcal.pipeline.config.payloads import job_digest, per_seed_jobs
     from uqcal.pipeline.layout import RunLayout
+
+    register_job_family(job)
 
     if seeds is not None:
         job = {**{k: v for k, v in job.items() if k != "seeds"}, "seeds": list(seeds)}

@@ -1,13 +1,13 @@
 """Methods of the `arena` family: every single-task regression method of uqcal on the same splits (docs/arena.md).
 
 The entries point at the other families' classes by string (``module:Class``), so this package imports none
-of them: the rio and qr methods run unchanged, on the arena's split (uqcal.data.splits.arena_split). Every
+of them: the rio and qr methods run unchanged, on the arena's split (uqcal.methods.arena.split). Every
 Gaussian method also runs recalibrated after the fact, fitted on the split's validation part, which no method
 trains on: ``<method>_iso`` (isotonic, Kuleshov et al. 2018) and ``<method>_vs`` (one variance scale factor).
 """
 
 from uqcal.core.lazy import lazy_getattr
-from uqcal.methods.api import MethodEntry
+from uqcal.methods.api import Family, MethodEntry
 
 _RIO_GP = "uqcal.methods.rio.rio:ResidualIOGP"
 _DVI = "uqcal.methods.qr.dvi:DropoutVI"
@@ -35,12 +35,22 @@ for _base in RECALIBRATED_BASES:
     for _suffix, _target in RECALIBRATIONS.items():
         METHODS[f"{_base}_{_suffix}"] = MethodEntry(_target, depends_on=_base)
 
+
+FAMILY = Family(
+    title='arena: every regression method on the same splits',
+    task="single_task_regression",
+    methods=METHODS,
+    splitter="uqcal.methods.arena.split:SPLITTER",
+    evaluator="uqcal.metrics.evaluation:score_test_part",
+)
+
 _PUBLIC = {
     "IsotonicOnValidation": _ISOTONIC,
     "VarianceScaling": _VARIANCE_SCALING,
     "variance_scale": "uqcal.methods.arena.posthoc_recalibration:variance_scale",
 }
 __all__ = [
+    "FAMILY",
     "METHODS",
     "BASE_METHODS",
     "RECALIBRATED_BASES",

@@ -1,8 +1,8 @@
 """Post-hoc recalibration of any Gaussian predictive model of the arena, fitted on the validation part.
 
 A recalibration method depends on a trained base run (``depends_on``). That run predicted the arena split's
-``test`` rows, its validation rows first (uqcal.data.splits.arena_split); the map is fitted on those and
-applied to every row, and only the test rows are scored (uqcal.metrics.evaluation.arena_test_part).
+``test`` rows, its validation rows first (uqcal.data.splits.train_val_test_split); the map is fitted on those and
+applied to every row, and only the test rows are scored (uqcal.metrics.evaluation.test_part).
 
 - ``VarianceScaling``: N(mu, s^2 sigma^2) with the one factor s that minimises the validation NLL. The
   Gaussian NLL sum_i [log(s sigma_i) + (y_i - mu_i)^2 / (2 s^2 sigma_i^2)] has d/ds = 0 at
@@ -40,7 +40,7 @@ class PostHocRecalibration(Method):
     cpu_only = True  # numpy on the base run's predictions
 
     def train(self, ctx: RunContext) -> None:
-        from uqcal.metrics.evaluation import arena_validation_part
+        from uqcal.metrics.evaluation import validation_part
 
         if ctx.depends_dir is None:
             raise ValueError(f"arena method {ctx.method!r} needs depends_on: a base run to recalibrate")
@@ -48,7 +48,7 @@ class PostHocRecalibration(Method):
         missing = [c for c in ("y", "mean", "std") if c not in base]
         if missing or "pit" in base:
             raise ValueError(f"{ctx.depends_dir}: not a Gaussian predictive (missing {missing} or has pit)")
-        validation = arena_validation_part(base, ctx.load_split())
+        validation = validation_part(base, ctx.load_split())
         start = time.perf_counter()
         frame, model, stats = self.recalibrate(validation, base)
         stats = {**stats, "recal_seconds": time.perf_counter() - start, "n_validation": int(len(validation))}

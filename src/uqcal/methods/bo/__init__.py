@@ -9,7 +9,7 @@ quantile for UCB, moment-matched Gaussian for EI/PI). Each ablation changes one 
 """
 
 from uqcal.core.lazy import lazy_getattr
-from uqcal.methods.api import MethodEntry
+from uqcal.methods.api import Family, MethodEntry
 
 _BO = "uqcal.methods.bo.calibrated:CalibratedBO"
 
@@ -30,6 +30,27 @@ METHODS: dict[str, MethodEntry] = {
     "calibrated_timeseries": MethodEntry(_BO, overrides={"calibrate": True, "pit_mode": "timeseries"}),
 }
 
+
+# Keys of `split:` and the settings that the BO loop reads (uqcal.methods.bo.calibrated.setting), beside the
+# initial design's (uqcal.data.splits.INITIAL_DESIGN).
+SETTING_KEYS = {
+    "initial_box": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}, "minItems": 2,
+                    "maxItems": 2},
+    "acquisition": {"enum": ["ei", "pi", "ucb"]},
+    "budget": {"type": "integer", "minimum": 1},
+    "target_tol": {"type": "number", "exclusiveMinimum": 0},
+    "stuck_above": {"type": ["number", "null"]},
+}
+
+FAMILY = Family(
+    title='bo: calibrated BO (Deshpande & Kuleshov)',
+    task="optimisation_objective",
+    methods=METHODS,
+    splitter="uqcal.data.splits:INITIAL_DESIGN",
+    evaluator="uqcal.metrics.evaluation:score_trace",
+    setting_keys=SETTING_KEYS,
+)
+
 # Public names (imported when used: uqcal.core.lazy); everything else in this package is internal.
 _PUBLIC = {
     "CalibratedBO": "uqcal.methods.bo.calibrated:CalibratedBO",
@@ -41,6 +62,7 @@ _PUBLIC = {
     "heldout_pit": "uqcal.methods.bo.surrogate:heldout_pit",
 }
 __all__ = [
+    "FAMILY",
     "METHODS",
     "CalibratedBO",
     "RandomSearchBO",

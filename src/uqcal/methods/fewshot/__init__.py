@@ -1,7 +1,7 @@
 """Methods of the `fewshot` family (MD-BFSC, Ke, Cao & Zhou). One module per method; see docs/fewshot.md."""
 
 from uqcal.core.lazy import lazy_getattr
-from uqcal.methods.api import MethodEntry
+from uqcal.methods.api import Family, MethodEntry
 
 _MD = "uqcal.methods.fewshot.md:MirrorDescentGP"
 
@@ -28,6 +28,15 @@ METHODS: dict[str, MethodEntry] = {
     "md_steps7": MethodEntry(_MD, overrides={"steps_train": 7}),
 }
 
+
+FAMILY = Family(
+    title='fewshot: MD-BFSC (Ke et al.)',
+    task="fewshot_classification",
+    methods=METHODS,
+    splitter="uqcal.data.splits:FEWSHOT",
+    evaluator="uqcal.metrics.evaluation:score_classification",
+)
+
 # Public names (imported when used: uqcal.core.lazy); everything else in this package is internal.
 _PUBLIC = {
     "MirrorDescentGP": "uqcal.methods.fewshot.md:MirrorDescentGP",
@@ -42,6 +51,7 @@ _PUBLIC = {
     "mc_softmax": "uqcal.methods.fewshot.gp_core:mc_softmax",
 }
 __all__ = [
+    "FAMILY",
     "METHODS",
     "MirrorDescentGP",
     "DKT",

@@ -4,7 +4,7 @@ Every variant/ablation is a MethodEntry override of one class; docs/metareg.md e
 """
 
 from uqcal.core.lazy import lazy_getattr
-from uqcal.methods.api import MethodEntry
+from uqcal.methods.api import Family, MethodEntry
 
 _METACAL = "uqcal.methods.metareg.metacal:MetaCal"
 _SINGLE = "uqcal.methods.metareg.neural:SingleTaskNet"
@@ -63,6 +63,15 @@ for _suffix, _lam in _LAMBDAS.items():
 for _n_tasks in (5, 10, 20, 40, 80, 160):
     METHODS[f"metacal_t{_n_tasks}"] = MethodEntry(_METACAL, overrides={"max_train_tasks": _n_tasks})
 
+
+FAMILY = Family(
+    title='metareg: Iwata & Kumagai',
+    task="multitask_regression",
+    methods=METHODS,
+    splitter="uqcal.data.splits:MULTITASK",
+    evaluator="uqcal.metrics.evaluation:score_episodes",
+)
+
 # Public names (imported when used: uqcal.core.lazy); everything else in this package is internal.
 _PUBLIC = {
     "MetaCal": "uqcal.methods.metareg.metacal:MetaCal",
@@ -75,6 +84,7 @@ _PUBLIC = {
     "AGP": "uqcal.methods.metareg.agp:AGP",
 }
 __all__ = [
+    "FAMILY",
     "METHODS",
     "MetaCal",
     "DeepKernelGP",

@@ -2,7 +2,7 @@
 ablations are config-free entries with fixed overrides."""
 
 from uqcal.core.lazy import lazy_getattr
-from uqcal.methods.api import MethodEntry
+from uqcal.methods.api import Family, MethodEntry
 
 _DVI = "uqcal.methods.qr.dvi:DropoutVI"
 _DE = "uqcal.methods.qr.ensemble:DeepEnsemble"
@@ -45,6 +45,15 @@ for _base in ("dvi", "de"):
 METHODS["de_paper"] = MethodEntry(_DE, overrides={"lam": 0.0, "adversarial": "fgsm"})
 METHODS["de_qr_paper"] = MethodEntry(_DE, overrides={"lam": _LAMBDA["de"], "adversarial": "fgsm"})
 
+
+FAMILY = Family(
+    title='qr: quantile regularization',
+    task="single_task_regression",
+    methods=METHODS,
+    splitter="uqcal.data.splits:KFOLD",
+    evaluator="uqcal.metrics.evaluation:score_regression",
+)
+
 # Public names (imported when used: uqcal.core.lazy); everything else in this package is internal.
 _PUBLIC = {
     "DropoutVI": "uqcal.methods.qr.dvi:DropoutVI",
@@ -55,6 +64,7 @@ _PUBLIC = {
     "mixture_moments": "uqcal.methods.qr.gaussian_nets:mixture_moments",
 }
 __all__ = [
+    "FAMILY",
     "METHODS",
     "CALIBRATION_FRACTION",
     "DropoutVI",

@@ -7,7 +7,7 @@ network output; the authors feed raw y_hat), `rio_std` and `svgp_std` (RIO and S
 """
 
 from uqcal.core.lazy import lazy_getattr
-from uqcal.methods.api import MethodEntry
+from uqcal.methods.api import Family, MethodEntry
 
 _GP = "uqcal.methods.rio.rio:ResidualIOGP"
 
@@ -29,6 +29,15 @@ METHODS: dict[str, MethodEntry] = {
     "svgp": MethodEntry(_GP, overrides={"target": "y", "kernel_inputs": "i"}, depends_on="nn"),
 }
 
+
+FAMILY = Family(
+    title='rio: RIO (Qiu et al.)',
+    task="single_task_regression",
+    methods=METHODS,
+    splitter="uqcal.data.splits:HOLDOUT",
+    evaluator="uqcal.metrics.evaluation:score_regression_at_rounded_z",
+)
+
 # Public names (imported when used: uqcal.core.lazy); everything else in this package is internal.
 _PUBLIC = {
     "RioNetwork": "uqcal.methods.rio.network:RioNetwork",
@@ -39,6 +48,7 @@ _PUBLIC = {
     "fit_svgp": "uqcal.methods.rio.svgp:fit_svgp",
 }
 __all__ = [
+    "FAMILY",
     "METHODS",
     "RioNetwork",
     "ResidualIOGP",

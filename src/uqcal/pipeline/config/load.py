@@ -6,8 +6,9 @@ import copy
 from collections.abc import Collection
 from pathlib import Path
 
+from uqcal.methods.api import get_family, register_family
 from uqcal.pipeline.config.registry import dataset_registry
-from uqcal.pipeline.config.schema import validate_schema
+from uqcal.pipeline.config.schema import validate_family_keys, validate_schema
 from uqcal.pipeline.config.semantics import check_semantics
 from uqcal.pipeline.config.source import EXTENDS_KEY, ConfigError, check_raw_config, repo_root_for
 
@@ -30,6 +31,8 @@ def prepare_config(config: dict, root: Path | None = None, method_families: Coll
     root = root or repo_root_for()
     validate_schema(config, root)
     config = copy.deepcopy(config)
+    register_families(config)
+    validate_family_keys(config)
     registry = dataset_registry(config, root)
     inline = config.get("datasets") or {}
     config["datasets"] = registry
@@ -39,3 +42,15 @@ def prepare_config(config: dict, root: Path | None = None, method_families: Coll
     validate_schema({"families": {}, "datasets": registry}, root)
     check_semantics(config, root, method_families)
     return config
+
+
+def register_families(config: dict) -> None:
+    """Every family a config names: uqcal's own (``uqcal.methods.<name>``), or a plug-in package
+    (``families.<name>.package``, any importable module defining ``FAMILY``)."""
+    for name, fam in config["families"].items():
+        if fam.get("package"):
+            register_family(name, fam["package"])
+        try:
+            get_family(name)
+        except (KeyError, ImportError) as exc:
+            raise ConfigError(f"families.{name}: {exc.args[0] if isinstance(exc, KeyError) else exc}") from None

@@ -39,7 +39,14 @@ def split_job(config: dict, family: str, dataset: str, setting: str, seed: int) 
         "seed": seed,
         "dataset_spec": job_spec(config, dataset),
         "split_params": {**(fam.get("split") or {}), **setting_params(config, family, setting)},
+        **_family_package(fam),
     }
+
+
+def _family_package(fam: dict) -> dict:
+    """A plug-in family's package travels with its jobs (uqcal.methods.api.register_job_family); uqcal's own
+    families add nothing, so their jobs' identities do not depend on where the registry looks."""
+    return {"family_package": fam["package"]} if fam.get("package") else {}
 
 
 def run_job(config: dict, run: Run) -> dict:
@@ -60,6 +67,7 @@ def run_job(config: dict, run: Run) -> dict:
         "depends_on": entry.depends_on,
         "device": config.get("device", "auto"),
         "torch_threads": config.get("torch_threads", 1),
+        **_family_package(fam),
     }
 
 

@@ -6,24 +6,15 @@ from __future__ import annotations
 from collections.abc import Collection
 from pathlib import Path
 
-from uqcal.methods.api import get_entry, method_table, resolve_params
+from uqcal.methods.api import builtin_families, get_entry, get_family, method_table, resolve_params
 from uqcal.pipeline.config.runs import methods_for, seeds_for, settings_for
 from uqcal.pipeline.config.source import ConfigError
-
-DATASET_KINDS = {
-    "metareg": "multitask_regression",
-    "rio": "single_task_regression",
-    "qr": "single_task_regression",
-    "fewshot": "fewshot_classification",
-    "bo": "optimisation_objective",
-    "arena": "single_task_regression",
-}
 
 
 def check_semantics(config: dict, root: Path | None = None, method_families: Collection[str] | None = None) -> None:
     """Cross-references that a schema cannot express: datasets, kinds, methods and their parameters; then
     everything about the datasets and splits the config alone decides (uqcal.data.validate), all reported
-    at once. ``root`` (the repository) locates config/reference/ for checking ``paper_dataset`` names.
+    at once. ``root`` is the repository (the dataset registry's files are relative to it).
 
     Checking a method's parameters imports its module (torch, gpytorch, botorch, ...: seconds per process).
     ``method_families`` limits that check to the given families, for a step that runs one job from
@@ -44,10 +35,10 @@ def check_semantics(config: dict, root: Path | None = None, method_families: Col
                     f"known: {', '.join(sorted(datasets))}"
                 )
             kind = datasets[ds]["kind"]
-            if kind != DATASET_KINDS[family]:
+            task = get_family(family).task
+            if kind != task:
                 raise ConfigError(
-                    f"families.{family}.datasets[{i}]: dataset {ds!r} is {kind}, "
-                    f"family {family} needs {DATASET_KINDS[family]}"
+                    f"families.{family}.datasets[{i}]: dataset {ds!r} is {kind}, family {family} needs {task}"
                 )
         for setting, params in fam["settings"].items():
             for ds in (params or {}).get("datasets", []):
@@ -107,6 +98,11 @@ def check_semantics(config: dict, root: Path | None = None, method_families: Col
                             f"families.{family}.methods.{method}.seeds: {count} for {ds}/{setting}, more than the "
                             f"{base} runs of {dep!r} that it builds on"
                         )
+    known = {*builtin_families(), *config["families"]}
+    for section in ("budget_notes", "claim_runs"):
+        for name in (config.get("report") or {}).get(section) or {}:
+            if name not in known:
+                raise ConfigError(f"report.{section}.{name}: unknown family; known: {', '.join(sorted(known))}")
     problems = data_problems(config, root)
     if problems:
         listed = "\n".join(f"  - {p}" for p in problems)
@@ -125,7 +121,8 @@ def data_problems(config: dict, root: Path | None = None) -> list[str]:
     """Dataset entries, split parameters, methods' ``per_dataset`` tables and ``paper_dataset`` names."""
     from uqcal.data.validate import config_problems
 
-    problems = config_problems(config)
+    split_problems = {name: get_family(name).load_splitter().problems for name in config["families"]}
+    problems = config_problems(config, split_problems, sorted({*builtin_families(), *config["families"]}))
     for family, fam in config["families"].items():
         for method, params in fam["methods"].items():
             table = (params or {}).get("per_dataset")
@@ -146,8 +143,7 @@ def data_problems(config: dict, root: Path | None = None) -> list[str]:
                     if unknown:
                         problems.append(f"{key}.{dataset}: unknown parameter(s) {unknown}; accepted: "
                                         f"{', '.join(sorted(set(defaults) - {'per_dataset'}))}")
-    if root is not None:
-        from uqcal.pipeline.paper_numbers import paper_dataset_problems
+    from uqcal.pipeline.paper_numbers import paper_dataset_problems
 
-        problems += paper_dataset_problems(config, Path(root) / "config" / "reference")
+    problems += paper_dataset_problems(config)
     return problems

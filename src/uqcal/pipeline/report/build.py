@@ -12,13 +12,14 @@ import argparse
 import logging
 from dataclasses import dataclass, field
 from html import escape
-from importlib import resources
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
 from uqcal.core.io import write_json, write_text
+from uqcal.methods.api import get_family
+from uqcal.pipeline.config.load import register_families
 from uqcal.pipeline.config.registry import dataset_registry
 from uqcal.pipeline.layout import RunLayout
 from uqcal.pipeline.paper_numbers import DatasetRelation, Reference, load_reference, relate_dataset
@@ -33,17 +34,16 @@ from uqcal.pipeline.report.verdicts import ClaimContext, ClaimResult
 
 log = logging.getLogger("uqcal.pipeline.report")
 
-FAMILIES = ("metareg", "rio", "qr", "fewshot", "bo", "arena")
-SPEC_KEYS = {"title", "paper", "reference", "summary", "tables", "claims", "method_names", "figures", "dvc_plots",
+SPEC_KEYS = {"title", "paper", "summary", "tables", "claims", "method_names", "figures", "dvc_plots",
              "ece_floors", "leaderboard"}
 
 
 def load_spec(family: str, spec_dir: Path | None = None) -> dict:
-    """Declarative page spec ``specs/<family>.yaml`` (packaged), validated at the top level."""
+    """Declarative page spec (``report.yaml`` in the family's package), validated at the top level."""
     if spec_dir is not None:
         text = (Path(spec_dir) / f"{family}.yaml").read_text()
     else:
-        text = resources.files("uqcal.pipeline.report").joinpath("specs", f"{family}.yaml").read_text()
+        text = get_family(family).report_spec_path.read_text()
     spec = yaml.safe_load(text) or {}
     unknown = set(spec) - SPEC_KEYS
     if unknown:
@@ -149,7 +149,6 @@ def build_family(
     registry: dict,
     results_dir: Path,
     out_dir: Path,
-    reference_dir: Path,
 ) -> FamilyReport:
     fam_out = out_dir / family
     plan = planned_runs(config, family)
@@ -158,7 +157,7 @@ def build_family(
     summary = with_ece_floors(summary.astype({"setting": str}), spec.get("ece_floors"))
     if not runs.empty:
         runs = runs.astype({"setting": str})
-    reference = load_reference(reference_dir, spec.get("reference", family))
+    reference = load_reference(family)
     datasets = list(dict.fromkeys(list(summary["dataset"]) + list(runs["dataset"] if not runs.empty else [])))
     relations: dict[str, DatasetRelation] = {d: relate_dataset(d, registry, reference, family=family)
                                              for d in datasets}
@@ -275,14 +274,11 @@ def index_page(reports: list[FamilyReport], prov: Provenance, title: str) -> str
 
 def report_families(config: dict, families: list[str] | None = None) -> list[str]:
     """The families a config's report covers: those it runs (or the asked-for subset of them), in the
-    papers' order; a family the config does not run has no page (it is not 'not run', it is not asked)."""
-    planned = [f for f in FAMILIES if f in (config.get("families") or {})]
+    config's order; a family the config does not run has no page (it is not 'not run', it is not asked)."""
+    planned = list(config.get("families") or {})
     if families is None:
         wanted = (config.get("report") or {}).get("families")
         return [f for f in planned if f in wanted] if wanted else planned
-    unknown = [f for f in families if f not in FAMILIES]
-    if unknown:
-        raise ValueError(f"unknown report families {unknown}; known: {list(FAMILIES)}")
     absent = [f for f in families if f not in planned]
     if absent:
         raise ValueError(f"report families {absent} are not in the config (it runs {planned})")
@@ -322,7 +318,6 @@ def build_reports(
     out_dir: Path,
     data_dir: Path,
     records_dir: Path,
-    reference_dir: Path | None = None,
     families: list[str] | None = None,
     spec_dir: Path | None = None,
     jobs: int = 1,
@@ -330,14 +325,12 @@ def build_reports(
     """Write ``out_dir/index.html`` and ``out_dir/<family>/...``; return the index path."""
     results_dir, out_dir, data_dir, records_dir = map(Path, (results_dir, out_dir, data_dir, records_dir))
     base = Path.cwd()
-    if reference_dir is None:
-        candidate = Path(config_path).resolve().parent / "reference"
-        reference_dir = candidate if candidate.is_dir() else base / "config" / "reference"
+    register_families(config)  # plug-in families (families.<name>.package) are found in this process too
     families = report_families(config, families)
     registry = dataset_registry(config, base)
     prov = collect(config_path, base, records_dir, data_dir, datasets=config_datasets(config, families),
                    jobs=planned_jobs(config, families))
-    tasks = [(family, load_spec(family, spec_dir), config, registry, results_dir, out_dir, Path(reference_dir))
+    tasks = [(family, load_spec(family, spec_dir), config, registry, results_dir, out_dir)
              for family in families]
     if jobs > 1 and len(tasks) > 1:
         # Families are independent; at the end of a run nothing else needs the cores.

@@ -2,8 +2,8 @@
 
 A claim's ``check`` is a small declarative expression (see ``KINDS``). Every kind turns each (dataset, setting)
 row into one test with numbers (``verdicts.Evidence``): our estimate, its standard error, df, runs and p-value,
-and on the paper's own data the paper's estimate and standard error (``config/reference/<family>.yaml``: the table's
-``uncertainty`` block says what its ± is). ``verdicts.finish`` then decides each row and the claim.
+and on the paper's own data the paper's estimate and standard error (the family's ``paper_numbers.yaml``: the
+table's ``uncertainty`` block says what its ± is). ``verdicts.finish`` then decides each row and the claim.
 
 Runs are fixed in advance: every row of a claim uses the first n seeds that all its methods ran, n declared in the
 run config (``report.claim_runs``); a row with fewer runs is not tested and is listed as such.

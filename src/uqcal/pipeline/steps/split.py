@@ -30,14 +30,16 @@ def run(args) -> int:
 def _write(args, jobs: list[dict]) -> None:
     from uqcal.core.io import write_json
     from uqcal.data.datasets import load_table
-    from uqcal.data.splits import make_split
+    from uqcal.methods.api import get_family, register_job_family
     from uqcal.pipeline.layout import RunLayout
 
     layout = RunLayout(data=args.data_dir)
     first = jobs[0]
     table = load_table(first["dataset"], spec=first["dataset_spec"], raw_path=layout.raw_files(first["dataset"])[0])
     for one in jobs:
-        split = make_split(one["family"], table, one["split_params"], one["seed"])
+        register_job_family(one)
+        split = get_family(one["family"]).load_splitter()(table, one["split_params"], one["seed"])
+        split.update({"family": one["family"], "dataset": one["dataset"], "seed": one["seed"]})
         out = Path(args.out) if args.out else layout.split_path(one["family"], one["dataset"], one["setting"], one["seed"])
         write_json(out, split)
         LOG.info("split %s/%s/%s seed %d -> %s", one["family"], one["dataset"], one["setting"], one["seed"], out)
