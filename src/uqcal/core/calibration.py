@@ -86,7 +86,8 @@ class IsotonicRecalibrator:
 # ----------------------------------------------------------------------------- isotonic o Gaussian, in closed form
 # The isotonic map R is piecewise linear through knots (u_j, r_j); the recalibrated CDF of N(mu, sigma^2) is
 # G(y) = R(Phi((y - mu) / sigma)), the same standardised distribution moved and scaled by (mu, sigma) (the QR
-# paper's Sec. 3, App. A.2, B; docs/qr.md). Used by the qr family's isotonic methods and by the arena.
+# paper's Sec. 3, App. A.2, B). Used by the quantile-regularization paper's isotonic methods and by the post-hoc
+# recalibrations.
 def isotonic_knots(pit: np.ndarray, endpoint_fix: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Knots of the isotonic recalibration map fitted on recalibration PITs (Kuleshov et al. 2018, Sec. 2.2).
 

@@ -1,4 +1,4 @@
-"""Lazy public names of a package: ``from uqcal.methods.rio import ResidualIOGP`` imports the method's module
+"""Lazy public names of a package: ``from uqcal.methods.<family> import <Class>`` imports the method's module
 only when the name is used, so that a pipeline job that imports a family's ``METHODS`` table imports (and
 depends on: uqcal.pipeline.identity.source_files) only the method it runs.
 

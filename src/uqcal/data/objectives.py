@@ -1,4 +1,4 @@
-"""Optimisation objectives for the `bo` family (Deshpande & Kuleshov, Sec. 5), all written for minimisation.
+"""Optimisation objectives for Bayesian optimisation (Deshpande & Kuleshov, Sec. 5), all written for minimisation.
 
 Every objective is an :class:`Objective`: a search space (one :class:`Dimension` per input, possibly
 discrete or log-scale), a vectorised ``evaluate(x_native)`` and, where known, the optimum value and its

@@ -38,7 +38,7 @@ def _partition(items: np.ndarray, fractions: np.ndarray, rng: np.random.Generato
     return [items[:n_train], items[n_train : n_train + n_val], items[n_train + n_val :]]
 
 
-# ----------------------------------------------------------------------------------------- metareg
+# ------------------------------------------------------------------------------------- multi-task
 def task_rows(table: Table) -> dict:
     tasks = table.task
     order = np.argsort(tasks, kind="stable")

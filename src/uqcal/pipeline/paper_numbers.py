@@ -240,7 +240,7 @@ def relate_dataset(
     named = paper_dataset_for(spec, family or reference.family)
     paper = None
     if named:
-        # A name the reference does not know (a family whose reference has no tables, e.g. bo) is kept as a
+        # A name the reference does not know (a family whose reference has no tables) is kept as a
         # label; uqcal validate-config rejects it where the reference has datasets to match.
         paper = resolve_paper_name(named, reference, candidates) or named
     stand_text = str(spec.get("stands_in_for") or "")

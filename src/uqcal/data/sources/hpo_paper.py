@@ -1,4 +1,4 @@
-"""The paper's own hyperparameter-tuning tasks for the `bo` family (Deshpande & Kuleshov Sec. 5.3).
+"""The paper's own hyperparameter-tuning tasks of calibrated Bayesian optimisation (Deshpande & Kuleshov Sec. 5.3).
 
 Used by the ``hpo`` source (``uqcal.data.sources.hpo``): this module only knows how to get the data
 (downloads through the ``url`` source: streamed, sha256-checked, pinned in ``config/datasets.lock.json``,

@@ -103,7 +103,7 @@ class ComposedConfig:
     origins: dict[tuple[str, ...], tuple[str, ...]]
 
     def defined_in(self, dotted: str) -> list[str]:
-        """The files that hold the value of a dotted key (``families.rio.seeds``; "" is the whole config); []
+        """The files that hold the value of a dotted key (``families.<name>.seeds``; "" is the whole config); []
         when the composed config has no such key."""
         return list(self.origins.get(tuple(dotted.split(".")) if dotted else (), ()))
 

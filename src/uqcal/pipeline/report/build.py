@@ -95,7 +95,7 @@ class FamilyReport:
     reference: Reference
     failures: pd.DataFrame | None = None
     devices: pd.DataFrame | None = None  # where the runs trained (provenance.read_run_devices)
-    leaderboard_html: str = ""  # the arena's leaderboard section (uqcal.pipeline.report.leaderboard)
+    leaderboard_html: str = ""  # a leaderboard section (uqcal.pipeline.report.leaderboard)
     budget_notes: list[str] = field(default_factory=list)  # the config's report.budget_notes.<family>
 
 

@@ -1,4 +1,4 @@
-"""Claims decided by paired tests over test episodes (fewshot: every method predicts the same episodes).
+"""Claims decided by paired tests over test episodes (few-shot classification: every method predicts the same episodes).
 
 The paper trains one model per method and reports it on 5 x 600 test episodes; our default run has one
 or a few seeds, so tests over seeds have no power. Here each (seed, episode) is a pair:
@@ -17,7 +17,7 @@ Spec::
             settings: [...], datasets: [...], n_boot: 2000}
 
 ``probs`` picks the probability columns: the model's predictive (raw, p0..) or a recalibration's
-(``<probs>_p0..``, fewshot temperature_scaling.py). A row holds when every comparison meets ``require``.
+(``<probs>_p0..``, e.g. a temperature-scaled copy of the probabilities). A row holds when every comparison meets ``require``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The arena's leaderboard (docs/arena.md): every method on every dataset, one set of metrics, paired tests.
+"""A family's leaderboard (its report spec's ``leaderboard:`` section): every method on every dataset, one set of metrics, paired tests.
 
 Per dataset: rows = methods, columns = the spec's metrics, each cell mean ± std over the seeds (the shared
 splits). Bold: the best mean, and every method whose paired two-sided Wilcoxon signed-rank test against the
@@ -231,7 +231,7 @@ def build_leaderboard(spec: dict, runs: pd.DataFrame, files: RunFiles, out_dir: 
     recalibrations = spec.get("recalibrations") or {}
     names = {**LABELS, **(spec.get("metric_names") or {})}
     if runs.empty:
-        html = "<p>No arena runs yet: nothing to rank.</p>"
+        html = "<p>No runs yet: nothing to rank.</p>"
         return Leaderboard({}, pd.DataFrame(), math.nan, {}, html)
     depends_on = {name: entry.depends_on for name, entry in method_table(files.family).items()}
     values = per_seed_values(runs, files, metrics, depends_on)
@@ -240,7 +240,7 @@ def build_leaderboard(spec: dict, runs: pd.DataFrame, files: RunFiles, out_dir: 
              f"seeds is not significant at {alpha:g} after Holm's correction over the comparisons with the best. "
              f"Coverage is judged by its distance from {', '.join(f'{v:g}' for v in targets.values())}. "
              f"Rows sorted by {escape(names.get(primary, primary))}; the last column is its Holm-adjusted "
-             "p-value against the best. docs/arena.md has the protocol.</p>"]
+             f"p-value against the best. {escape(spec.get('protocol', ''))}</p>"]
     header = ["method", *(names.get(m, m) for m in metrics), f"p Holm ({names.get(primary, primary)})"]
     per_dataset = {}
     for (dataset, setting), block in values.groupby(level=["dataset", "setting"], sort=False):
@@ -258,7 +258,7 @@ def build_leaderboard(spec: dict, runs: pd.DataFrame, files: RunFiles, out_dir: 
             recal_header, recal_rows = recalibration_rows(table, recalibrations, spec.get("recalibration_metrics")
                                                           or [primary, "crps", "ece", "cov90"], names, labels)
             parts.append(_html_table(recal_header, recal_rows, f"{dataset}: method × recalibration "
-                                     "(bold: best or tied with the best of all arena methods, as above)"))
+                                     "(bold: best or tied with the best of all the methods, as above)"))
             path = out_dir / "tables" / f"recalibration__{dataset}.md"
             write_text(path, _markdown_table(recal_header, recal_rows))
             files.append(path)

@@ -213,7 +213,7 @@ def _planned(rule: str, job: str, jobs: set[str] | None) -> bool:
 
 def read_job_resources(records_dir: Path, jobs: list[str] | None = None) -> pd.DataFrame:
     """Wall time, CPU time and peak memory of every pipeline job, as each job measured itself; with
-    ``jobs`` (``<rule>/<job>`` names, e.g. ``train/rio/concrete/holdout/rio``), only those jobs'.
+    ``jobs`` (``<rule>/<job>`` names, e.g. ``train/<family>/<dataset>/<setting>/<method>``), only those jobs'.
 
     Read from the job records (``<records_dir>/<rule>/<job>.json``, written by uqcal.pipeline.records), which are
     outputs of their jobs and DVC stages, so a report rebuilt after `dvc pull` still has every job's row.

@@ -189,7 +189,7 @@ def _floor(n: int) -> float:
 def with_ece_floors(summary: pd.DataFrame, floors: dict | None) -> pd.DataFrame:
     """Add the pseudo-method ``floor``: the expected ECE of a perfectly calibrated predictive per row.
 
-    ``floors`` maps an ECE metric to the count metric giving its number of points (metareg:
+    ``floors`` maps an ECE metric to the count metric giving its number of points (episodic regression:
     ``{ece: n_query, ece_pooled: n_query_pooled}``); the floor is :func:`uqcal.metrics.ece_floor` at that
     count (rounded mean over the row's runs), so an ECE table shows it as one more column.
     """

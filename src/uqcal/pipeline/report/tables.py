@@ -16,8 +16,8 @@ from uqcal.pipeline.paper_numbers import DatasetRelation, Reference
 TESTS = PAIRED_TESTS
 
 # A table none of whose methods ran: which configs hold what the default's 30-minute budget leaves out.
-NOT_RUN = ("this config does not run it (config/extended.yaml, config/fewshot-extended.yaml and "
-           "config/paper.yaml hold what the default run's budget leaves out: README.md, \"Configs\").")
+NOT_RUN = ("this config does not run it (config/extended.yaml, config/paper.yaml and the other run configs "
+           "hold what the default run's budget leaves out: README.md, \"Configs\").")
 
 
 def significance_marks(values: dict[int, float], reference: dict[int, float], alpha: float = 0.05) -> str:
