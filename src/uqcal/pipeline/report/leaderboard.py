@@ -1,4 +1,4 @@
-"""A family's leaderboard (its report spec's ``leaderboard:``): every method on every dataset, one set of metrics, paired tests.
+"""A family's leaderboard (its spec's ``leaderboard:``): every method on every dataset, one set of metrics, paired tests.
 
 Per dataset: rows = methods, columns = the spec's metrics, each cell mean ± std over the seeds (the shared
 splits). Bold: the best mean, and every method whose paired two-sided Wilcoxon signed-rank test against the
