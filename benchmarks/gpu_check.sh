@@ -19,13 +19,13 @@ export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 MPLBA
 # The training tests: those whose method contexts take their device from UQCAL_TEST_DEVICE, and the
 # static device-discipline scan.
 TESTS=(
-  tests/test_device.py tests/test_device_discipline.py tests/test_reference_predictors.py
-  tests/test_metareg_methods.py tests/test_rio_methods.py tests/test_qr_methods.py tests/test_qr_isotonic.py
-  tests/test_fewshot_methods.py tests/test_bo_methods.py
+  tests/core/test_device.py tests/core/test_device_discipline.py tests/methods/test_reference_predictors.py
+  tests/methods/metareg/test_methods.py tests/methods/rio/test_methods.py tests/methods/qr/test_methods.py tests/methods/qr/test_isotonic.py
+  tests/methods/fewshot/test_methods.py tests/methods/bo/test_methods.py
 )
 DESELECT=()
 if ! "$PYTHON" -c "import jsonschema" 2>/dev/null; then
-  DESELECT+=(--deselect tests/test_fewshot_methods.py::test_extended_config_repeats_the_default_fewshot_runs_exactly)
+  DESELECT+=(--deselect tests/methods/fewshot/test_methods.py::test_extended_config_repeats_the_default_fewshot_runs_exactly)
 fi
 
 {

@@ -36,7 +36,7 @@ torch.set_num_threads(1)
 def method_device() -> torch.device:
     """The device the training tests run methods on: ``UQCAL_TEST_DEVICE`` (cpu, cuda, cuda:N; default cpu).
 
-    ``UQCAL_TEST_DEVICE=cuda pytest tests/test_*_methods.py`` runs them on CUDA; an unavailable CUDA fails
+    ``UQCAL_TEST_DEVICE=cuda pytest tests/methods/*/test_methods.py`` runs them on CUDA; an unavailable CUDA fails
     (``resolve_device``) rather than quietly testing the CPU again.
     """
     from uqcal.core.device import resolve_device

@@ -123,7 +123,7 @@ def ece_floor(n_points: int, levels=ECE_LEVELS, n_sim: int = 4000, seed: int = 0
     A calibrated predictive has uniform PIT values, yet p_hat(p) ~ Binomial(N, p) / N, so its ECE on a
     finite query set is E|p_hat - p| > 0 (Sec. 5.4's ECE is computed per query set of N_Q points). Simulated
     with this module's own ECE (``n_sim`` sets of uniform PITs, fixed ``seed``), so it matches the metric
-    exactly; tests/test_metrics_regression.py checks it against the exact binomial expectation.
+    exactly; tests/metrics/test_regression.py checks it against the exact binomial expectation.
     """
     n_points, n_sim = int(n_points), int(n_sim)
     if n_points < 1 or n_sim < 2:

@@ -110,7 +110,7 @@ def _wilcoxon_sign_flip_pvalue(diff: np.ndarray) -> float:
 
     scipy's wilcoxon evaluates its statistic once per sign flip (2^n Python calls, ~0.4 s per test); the
     report runs hundreds of these, so the same exact test goes through scipy's own ``permutation_test`` with
-    a vectorised statistic. Same p-values (tests/test_report_tables.py compares against scipy's wilcoxon).
+    a vectorised statistic. Same p-values (tests/pipeline/report/test_tables.py compares against scipy's wilcoxon).
     """
     nonzero = diff != 0
     ranks = np.zeros_like(diff)

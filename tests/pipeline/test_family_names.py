@@ -5,7 +5,7 @@ from pathlib import Path
 
 from uqcal.methods.api import builtin_families
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "uqcal"
+SRC = Path(__file__).resolve().parents[2] / "src" / "uqcal"
 GENERIC = ("core", "data", "metrics", "pipeline")
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.test_report_tree import write_run, write_tables
+from tests.pipeline.report.report_tree import write_run, write_tables
 from uqcal.core.io import write_parquet
 from uqcal.methods.api import resolve_params
 from uqcal.pipeline.report import figures

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tests.test_report_tree import REGISTRY, write_run, write_tables
+from tests.pipeline.report.report_tree import REGISTRY, write_run, write_tables
 from uqcal.pipeline.paper_numbers import Reference, load_reference, relate_dataset
 from uqcal.pipeline.report.results import load_tables
 from uqcal.pipeline.report.tables import build_table, not_worse_than_best, paired_pvalue, to_html, to_markdown

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 METHODS = REPO / "src" / "uqcal" / "methods"
 FAMILIES = ["rio", "qr", "metareg", "fewshot", "bo"]
 TEXT_KEYS = ("runs", "quote", "where", "basis")

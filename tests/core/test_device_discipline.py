@@ -27,7 +27,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "uqcal"
+SRC = Path(__file__).resolve().parents[2] / "src" / "uqcal"
 # Training and prediction code: the method families, the GP helpers, the recalibrators, the BO objectives
 # (botorch test functions), the paper's CNN objective (it trains on the configured device), and what every
 # run goes through: RunContext (api), checkpoints (resume) and artifact loading (io).

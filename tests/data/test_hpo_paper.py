@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.test_download import Server
+from tests.data.test_download import Server
 from uqcal.data.errors import DataSourceError
 from uqcal.data.objectives import get_objective
 from uqcal.data.sources import hpo, hpo_paper
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REAL_URLS = {
     "lda_20news": {"archive": "https://ndownloader.figshare.com/files/5975967"},
     "cnn_cifar10": {"archive": "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"},

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import uqcal.data.splits
-from tests.fewshot_fakes import FakeContext, synthetic_glyphs, synthetic_split
+from tests.methods.fewshot.fakes import FakeContext, synthetic_glyphs, synthetic_split
 from uqcal.core.io import read_json
 from uqcal.methods.fewshot import METHODS
 

@@ -23,7 +23,7 @@ from uqcal.data.errors import DataSourceError
 from uqcal.data.sources import csv as csv_source
 from uqcal.data.sources import url as url_source
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 YACHT = (FIXTURES / "yacht_mini.data").read_bytes()
 
 
@@ -402,7 +402,7 @@ def test_paper_registry_entry_materialises(name, server, tmp_path, monkeypatch):
 
     from uqcal.data import load_table, materialise
 
-    registry = yaml.safe_load((Path(__file__).parents[1] / "config" / "datasets.paper.yaml").read_text())
+    registry = yaml.safe_load((Path(__file__).parents[2] / "config" / "datasets.paper.yaml").read_text())
     spec = json.loads(json.dumps(registry[name], default=str))  # a private deep copy
     spec["reshape"] = registry[name].get("reshape")  # keep int keys (year_msd renames column 0)
     real_url = spec["source"]["url"]

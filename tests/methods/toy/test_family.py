@@ -29,10 +29,10 @@ def raw() -> dict:
 def test_the_config_names_the_package_and_the_registry_finds_its_family():
     config = load_config(REPO / CONFIG, root=REPO)
     family = get_family("toy")
-    assert family.package == "tests.toy_family" and family.name == "toy"
+    assert family.package == "tests.methods.toy" and family.name == "toy"
     assert set(family.methods) == {"marginal", "ridge"}
     assert family.report_spec_path == HERE / "report.yaml"
-    assert "toy" not in builtin_families() and config["families"]["toy"]["package"] == "tests.toy_family"
+    assert "toy" not in builtin_families() and config["families"]["toy"]["package"] == "tests.methods.toy"
 
 
 def test_its_splitter_and_evaluator_are_the_ones_the_package_declares():
@@ -72,8 +72,9 @@ def test_an_unknown_family_or_package_is_refused_by_name():
 
 def test_nothing_outside_its_folder_names_it():
     """The plug-in needs no edit anywhere else: uqcal's code, workflow and configs never mention it."""
-    hits = subprocess.run(["git", "grep", "-l", "-i", "-E", r"toy_family|families\.toy\b", "--", "src", "workflow",
-                           "config", "Snakefile", "dvc.yaml"], cwd=REPO, capture_output=True, text=True).stdout
+    pattern = r"tests[./]methods[./]toy|families\.toy\b"
+    hits = subprocess.run(["git", "grep", "-l", "-i", "-E", pattern, "--", "src", "workflow", "config", "Snakefile",
+                           "dvc.yaml"], cwd=REPO, capture_output=True, text=True).stdout
     assert hits.strip() == ""
 
 

@@ -16,7 +16,7 @@ import yaml
 from uqcal.pipeline.config.source import check_raw_config
 from uqcal.pipeline.report.claims import KINDS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 METHODS_DIR = ROOT / "src" / "uqcal" / "methods"
 DEFAULT_CONFIG = "config/config.yaml"
 

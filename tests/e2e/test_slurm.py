@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import BIN, copy_repo, tool_env
-from tests.slurm_cluster import SECOND_PARTITION, SlurmUnavailable, slurm_cluster
+from tests.e2e.slurm_cluster import SECOND_PARTITION, SlurmUnavailable, slurm_cluster
 
 pytestmark = pytest.mark.slow  # the SLURM profile on a local cluster (.ci/run's second pass skips it)
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.test_report_tree import build_smoke_like_tree, write_run, write_tables
+from tests.pipeline.report.report_tree import build_smoke_like_tree, write_run, write_tables
 from uqcal.core.io import write_json, write_text
 from uqcal.pipeline.report.build import build_reports, planned_jobs
 

@@ -11,13 +11,13 @@ from uqcal.methods.api import Family, MethodEntry
 
 METHODS = {
     "marginal": MethodEntry("uqcal.methods.reference_predictors:MarginalGaussian"),
-    "ridge": MethodEntry("tests.toy_family.ridge:BayesianRidgeRegression"),
+    "ridge": MethodEntry("tests.methods.toy.ridge:BayesianRidgeRegression"),
 }
 
 FAMILY = Family(
     title="toy: Bayesian ridge regression beside the marginal (a plug-in test)",
     task="single_task_regression",
     methods=METHODS,
-    splitter="tests.toy_family.split:SPLITTER",
-    evaluator="tests.toy_family.split:evaluate",
+    splitter="tests.methods.toy.split:SPLITTER",
+    evaluator="tests.methods.toy.split:evaluate",
 )

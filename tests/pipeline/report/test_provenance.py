@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.test_report_tree import build_smoke_like_tree, write_run
+from tests.pipeline.report.report_tree import build_smoke_like_tree, write_run
 from uqcal.core.io import write_json
 from uqcal.pipeline.report.build import build_reports
 from uqcal.pipeline.report.html import provenance_html
@@ -148,7 +148,7 @@ def test_the_family_page_shows_the_device_of_the_configs_runs(tmp_path):
     ]
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_provenance_records_the_lock_hash_and_the_locked_versions(tmp_path):

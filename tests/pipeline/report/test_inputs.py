@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.test_report_tree import build_smoke_like_tree, write_run, write_tables
+from tests.pipeline.report.report_tree import build_smoke_like_tree, write_run, write_tables
 from uqcal.core.io import write_json
 from uqcal.pipeline.layout import RunLayout
 from uqcal.pipeline.report.build import build_reports, planned_runs

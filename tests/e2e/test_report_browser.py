@@ -21,11 +21,11 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from tests.test_report_tree import build_smoke_like_tree
+from tests.pipeline.report.report_tree import build_smoke_like_tree
 from uqcal.methods.api import builtin_families
 from uqcal.pipeline.report.build import build_reports
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -187,7 +187,8 @@ def reports_dir(request, generated_reports) -> Path:
 
 def test_pages_render_in_headless_chromium(reports_dir, artifacts_dir, request):
     chromium_binary()
-    families = [f for f in builtin_families() if f != "arena"]  # the arena runs from its own config (tests/test_arena.py)
+    # the arena runs from its own config (tests/methods/arena/test_arena.py)
+    families = [f for f in builtin_families() if f != "arena"]
     pages = [reports_dir / "index.html"] + [reports_dir / f / "index.html" for f in families]
     missing = [str(p) for p in pages if not p.exists()]
     assert not missing, f"report pages missing: {missing}"
