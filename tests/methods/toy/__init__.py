@@ -2,7 +2,7 @@
 
 Nothing outside this folder names it: its config (``config.yaml`` here) points ``families.toy.package`` at this
 package, and the pipeline finds its splitter, methods, evaluator, report page and "paper" numbers through
-``FAMILY`` (uqcal.methods.api.Family). ``test_toy_family.py`` runs it through the whole workflow.
+``FAMILY`` (uqcal.methods.api.Family). ``test_family.py`` runs it through the whole workflow.
 
 The "paper" (``paper_numbers.yaml``) is a fixture, not a publication: numbers written for this test, labelled as such.
 """
