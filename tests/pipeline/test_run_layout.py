@@ -61,4 +61,4 @@ def test_runs_batches_and_jobs_name_the_same_paths():
     assert J.outputs(J.Job("train", ("qr", "concrete", "cv5", "dvi"))) == [batch.method_dir]
     assert J.outputs(J.Job("split", ("qr", "concrete", "cv5"))) == [batch.split_dir]
     assert J.outputs(J.Job("materialise", ("concrete",))) == ["data/raw/concrete.parquet", "data/raw/concrete.json"]
-    assert J.outputs(J.Job("aggregate", ("qr",))) == ["results/qr/summary.csv"]
+    assert J.outputs(J.Job("aggregate", ("qr",))) == ["results/qr/summary.csv", "results/qr/runs.parquet"]

@@ -75,7 +75,7 @@ def train_one(ctx, method):
     start = time.perf_counter()
     # gpytorch's debug mode (on by default) re-checks inputs and shapes at every model call; the pipeline's
     # inputs are validated at the boundary, and the checks cost ~15-20 % of a RIO L-BFGS fit (a public
-    # setting: the arithmetic is the same, tests/methods/rio/test_methods.py checks it).
+    # setting: the arithmetic is the same, the RIO method tests check it).
     with gpytorch.settings.debug(False):
         method.train(ctx)
     ctx.log.info("trained in %.1f s", time.perf_counter() - start)
