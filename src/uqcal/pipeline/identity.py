@@ -61,8 +61,12 @@ def source_files(job: Job) -> list[str]:
 
 
 def _module_path(module: str) -> str:
-    """src/uqcal/... path of a uqcal module, as the repository (and dvc.yaml) names it."""
-    return f"src/uqcal/{_module_file(module).relative_to(SRC).as_posix()}"
+    """src/uqcal/... path of a uqcal module, as the repository (and dvc.yaml) names it; a plug-in family's
+    module (in the repository, outside uqcal) by its path from the repository's root."""
+    path = _module_file(module)
+    if module.split(".")[0] != "uqcal":
+        return path.relative_to(Path.cwd()).as_posix()
+    return f"src/uqcal/{path.relative_to(SRC).as_posix()}"
 
 
 def _source_file(rel: str) -> Path:
@@ -72,10 +76,12 @@ def _source_file(rel: str) -> Path:
 
 
 def _module_file(module: str) -> Path | None:
+    """The source file of a uqcal module, or of a module in the repository (the working directory) such as a
+    plug-in family's package (``families.<name>.package``); None for anything else (installed libraries)."""
     parts = module.split(".")
-    if parts[0] != "uqcal":
+    if not all(part.isidentifier() for part in parts):
         return None
-    base = SRC.joinpath(*parts[1:])
+    base = SRC.joinpath(*parts[1:]) if parts[0] == "uqcal" else Path.cwd().joinpath(*parts)
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.is_file():
             return candidate
@@ -121,7 +127,7 @@ def _imports(module: str) -> frozenset[str]:
             names.update(f"{target}.{alias.name}" for alias in node.names)  # `from pkg import submodule`
         elif isinstance(node, ast.Constant) and id(node) not in partial and _MODULE_NAME.match(str(node.value)):
             names.add(node.value)  # e.g. {"csv": "uqcal.data.sources.csv"} fed to importlib
-    return frozenset(n for n in names if n.startswith("uqcal") and _module_file(n) is not None)
+    return frozenset(n for n in names if _module_file(n) is not None)
 
 
 def file_sha256(path: str | Path) -> str:
