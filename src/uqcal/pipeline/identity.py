@@ -38,7 +38,11 @@ def code_roots(job: Job) -> list[str]:
         roots += [get_family(family).package, evaluator, entry.target.partition(":")[0]]
         if entry.depends_on:  # a method built on another's runs may load that method's model
             roots.append(get_entry(family, entry.depends_on).target.partition(":")[0])
-    if job.rule == "report":  # figures a report spec draws with a function ("module:function")
+    if job.rule == "report":
+        from uqcal.methods.api import builtin_families
+
+        roots += [get_family(name).package for name in builtin_families()]  # their specs and numbers: get_family
+        # figures a report spec draws with a function ("module:function")
         for spec in sorted((SRC / "methods").glob("*/report.yaml")):
             roots += sorted(set(re.findall(r"\b(uqcal(?:\.\w+)+):\w+", spec.read_text())))
     return roots
