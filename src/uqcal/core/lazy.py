@@ -12,6 +12,12 @@ import importlib
 from collections.abc import Callable
 
 
+def load_target(target: str) -> object:
+    """The object a ``"module:name"`` string names, its module imported now."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def lazy_getattr(package: str, targets: dict[str, str]) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """``(__getattr__, __dir__)`` for a package whose public names ``targets`` maps to ``"module:name"``."""
 
@@ -19,8 +25,7 @@ def lazy_getattr(package: str, targets: dict[str, str]) -> tuple[Callable[[str],
         target = targets.get(name)
         if target is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        module, _, attr = target.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return load_target(target)
 
     def __dir__() -> list[str]:
         return sorted({*vars(importlib.import_module(package)), *targets})

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from uqcal.core.lazy import load_target
+
 
 @dataclass(frozen=True)
 class MethodEntry:
@@ -27,12 +29,7 @@ class MethodEntry:
     depends_on: str | None = None
 
     def load_class(self) -> type[Method]:
-        return _load(self.target)
-
-
-def _load(target: str) -> Any:
-    module_name, _, name = target.partition(":")
-    return getattr(importlib.import_module(module_name), name)
+        return load_target(self.target)
 
 
 @dataclass(frozen=True)
@@ -55,10 +52,10 @@ class Family:
     package: str = ""  # set by the registry: the module that defines it
 
     def load_splitter(self) -> Any:
-        return _load(self.splitter)
+        return load_target(self.splitter)
 
     def evaluate(self, predictions, ctx: RunContext | None = None) -> dict[str, float]:
-        return _load(self.evaluator)(predictions, ctx)
+        return load_target(self.evaluator)(predictions, ctx)
 
     def folder(self) -> Path:
         """The package's folder (its report spec and the paper's numbers live there)."""

@@ -33,9 +33,8 @@ def code_roots(job: Job) -> list[str]:
         roots += [family.package, family.splitter.partition(":")[0]]
     if job.rule == "train":
         family, _, _, method = job.key
-        entry = get_entry(family, method)
-        evaluator = get_family(family).evaluator.partition(":")[0]
-        roots += [get_family(family).package, evaluator, entry.target.partition(":")[0]]
+        entry, found = get_entry(family, method), get_family(family)
+        roots += [found.package, found.evaluator.partition(":")[0], entry.target.partition(":")[0]]
         if entry.depends_on:  # a method built on another's runs may load that method's model
             roots.append(get_entry(family, entry.depends_on).target.partition(":")[0])
     if job.rule == "report":

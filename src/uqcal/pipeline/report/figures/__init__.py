@@ -38,10 +38,9 @@ def build_function(spec: dict, ctx: FigureContext) -> list:
     """A figure drawn by library code that needs no run artifacts (e.g. QR's Sec. 3 isotonic toy):
     ``function: "module:callable"`` returns a matplotlib figure, or (figure, anything); ``kwargs`` are
     passed to it."""
-    import importlib
+    from uqcal.core.lazy import load_target
 
-    module_name, _, name = spec["function"].partition(":")
-    drawn = getattr(importlib.import_module(module_name), name)(**(spec.get("kwargs") or {}))
+    drawn = load_target(spec["function"])(**(spec.get("kwargs") or {}))
     fig = drawn[0] if isinstance(drawn, tuple) else drawn
     stem = figure_stem(spec["id"])
     return [Rendered(spec.get("title", spec["id"]), spec.get("caption", ""), stem, save_figure(fig, ctx.out_dir, stem))]
