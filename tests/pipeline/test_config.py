@@ -370,11 +370,14 @@ def test_method_built_in_python_checks_its_parameters():
 
     cls = get_entry("rio", "nn").load_class()
     assert cls({"max_epochs": 3, "lr": 1e-3}).params["max_epochs"] == 3
-    with pytest.raises(ParameterError, match=re.escape("method RioNetwork.max_epochs: expected an integer > 0, "
-                                                       "got -3")):
+    with pytest.raises(ParameterError, match=re.escape("RioNetwork.max_epochs: expected an integer > 0, got -3")):
         cls({"max_epochs": -3})
-    with pytest.raises(ParameterError, match=re.escape("method RioNetwork.lr: expected a number, got 'fast'")):
-        cls({"lr": "fast"})
+    with pytest.raises(ParameterError, match=re.escape("RioNetwork.lr: expected a number, got 'fast'")):
+        cls(lr="fast")  # keyword arguments are parameters too
+    # A typo is an error naming it and the closest accepted key, never a silent default.
+    with pytest.raises(ParameterError, match=re.escape("RioNetwork.max_epoch: unknown parameter (did you mean "
+                                                       "'max_epochs'?)")):
+        cls({"max_epoch": 5})
 
 
 def test_declared_bounds_and_value_words():

@@ -275,10 +275,7 @@ def resolve_params(family: str, method: str, config_params: dict[str, Any] | Non
         if key in METHOD_SELECTORS:
             continue
         if key not in cls.defaults:
-            raise KeyError(
-                f"families.{family}.methods.{method}.{key}: unknown parameter; "
-                f"accepted: {', '.join(sorted(cls.defaults)) or '(none)'}"
-            )
+            unknown_params(cls, {key: value}, f"families.{family}.methods.{method}")
         if key in entry.overrides and value != entry.overrides[key]:
             # A registered variant is defined by its fixed values; a config value would be silently lost.
             raise ValueError(
@@ -309,6 +306,60 @@ class ProgressLogger:
             if i % every == 0 or (total and i == total - 1):
                 self.log.info("%s %d/%s", desc, i + 1, total if total else "?")
             yield item
+
+
+class NotFittedError(ValueError, AttributeError):
+    """An estimator (or a recalibrator) used before ``fit``."""
+
+
+def unknown_params(cls: type[Method], params: dict[str, Any], where: str) -> None:
+    """Raise ParameterError for a key of ``params`` that ``cls`` does not take, naming it, the closest accepted
+    key and every accepted key (a typo never trains silently with the default)."""
+    import difflib
+
+    for key in params:
+        if key not in cls.defaults:
+            close = difflib.get_close_matches(str(key), list(cls.defaults), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ParameterError(f"{where}.{key}: unknown parameter{hint}; accepted: "
+                                 f"{', '.join(sorted(cls.defaults)) or '(none)'}")
+
+
+@dataclass
+class Runtime:
+    """Where and with which random streams an estimator runs: its seed, its device, its name (salts the
+    streams, so two methods of one seed draw differently) and its log. A pipeline run's is its RunContext's."""
+
+    seed: int = 0
+    device: Any = "cpu"
+    name: str = ""
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("uqcal"))
+
+    def rng(self, offset: int = 0):
+        import numpy as np
+
+        return np.random.default_rng([self.seed, offset, _stable_hash(self.name)])
+
+    def torch_generator(self, offset: int = 0):
+        import torch
+
+        g = torch.Generator(device="cpu")
+        g.manual_seed(int(self.rng(offset).integers(0, 2**62)))
+        return g
+
+    def seed_everything(self, offset: int = 0) -> None:
+        import random
+
+        import numpy as np
+        import torch
+
+        s = int(self.rng(offset).integers(0, 2**31 - 1))
+        random.seed(s)
+        np.random.seed(s)
+        torch.manual_seed(s)
+
+    def progress(self, iterable: Iterable, total: int | None = None, desc: str = "") -> Iterator:
+        return ProgressLogger(self.log)(iterable, total=total, desc=desc or self.name)
 
 
 @dataclass
@@ -344,31 +395,22 @@ class RunContext:
 
         return read_json(self.split_path)
 
-    def rng(self, offset: int = 0):
-        import numpy as np
+    @property
+    def runtime(self) -> Runtime:
+        """This run's seed, device, method name and log as an estimator's Runtime (the same random streams)."""
+        return Runtime(seed=self.seed, device=self.device, name=self.method, log=self.log)
 
-        return np.random.default_rng([self.seed, offset, _stable_hash(self.method)])
+    def rng(self, offset: int = 0):
+        return self.runtime.rng(offset)
 
     def torch_generator(self, offset: int = 0):
-        import torch
-
-        g = torch.Generator(device="cpu")
-        g.manual_seed(int(self.rng(offset).integers(0, 2**62)))
-        return g
+        return self.runtime.torch_generator(offset)
 
     def seed_everything(self, offset: int = 0) -> None:
-        import random
-
-        import numpy as np
-        import torch
-
-        s = int(self.rng(offset).integers(0, 2**31 - 1))
-        random.seed(s)
-        np.random.seed(s)
-        torch.manual_seed(s)
+        self.runtime.seed_everything(offset)
 
     def progress(self, iterable: Iterable, total: int | None = None, desc: str = "") -> Iterator:
-        return ProgressLogger(self.log)(iterable, total=total, desc=desc or self.method)
+        return self.runtime.progress(iterable, total=total, desc=desc)
 
     def save_outputs(self, predictions, model: Any, stats: dict | None = None) -> None:
         from uqcal.core.device import describe_device
@@ -425,12 +467,32 @@ class Method:
     # replace the family's and per_dataset's (resources.per_method in the config still overrides them).
     job_resources: dict[str, int] | None = None
 
-    def __init__(self, params: dict[str, Any] | None = None):
-        check_params(type(self), params or {}, f"method {type(self).__name__}")
+    def __init__(self, params: dict[str, Any] | None = None, /, *, seed: int = 0, device: Any = "cpu",
+                 **kwargs: Any):
+        params = {**(params or {}), **kwargs}
+        where = type(self).__name__
+        unknown_params(type(self), params, where)
+        check_params(type(self), params, where)
         self.params = dict(self.defaults)
-        self.params.update(params or {})
+        self.params.update(params)
+        self.runtime = Runtime(seed=int(seed), device=device, name=where)
+
+    # The estimator protocol (docs/library.md): ``fit(X, y)`` (single-task methods) or ``fit(tasks)``
+    # (meta-learners) returns the fitted estimator; ``predict(...)`` returns a predictive object
+    # (uqcal.core.predictive). Before ``fit``, ``predict`` raises NotFittedError.
+    def fit(self, *args, **kwargs) -> Method:  # pragma: no cover - abstract
+        raise NotImplementedError(f"{type(self).__name__} does not implement fit")
+
+    def predict(self, *args, **kwargs):  # pragma: no cover - abstract
+        raise NotImplementedError(f"{type(self).__name__} does not implement predict")
+
+    def check_fitted(self) -> None:
+        """Raise NotFittedError unless ``fit`` has run (it sets ``fitted_``)."""
+        if not getattr(self, "fitted_", False):
+            raise NotFittedError(f"{type(self).__name__} is not fitted yet: call fit(...) before predict(...)")
 
     def train(self, ctx: RunContext) -> None:  # pragma: no cover - abstract
+        """The pipeline's entry: load the run's arrays, ``fit``, ``predict`` and ``ctx.save_outputs``."""
         raise NotImplementedError
 
     def evaluate(self, ctx: RunContext, predictions=None) -> dict[str, float]:

@@ -1,0 +1,248 @@
+"""Predictive objects: what every method's ``predict`` returns, and what the metrics, the recalibrators and the
+plots take. numpy and scipy only (the base install).
+
+- ``GaussianPredictive(mean, std)``: a normal predictive per point (regression).
+- ``QuantilePredictive(levels, quantiles)``: predictive quantiles at fixed levels, the CDF interpolated
+  linearly between them (regression).
+- ``RecalibratedPredictive(base, cdf_map, inverse_map)``: a base predictive whose CDF is composed with a
+  monotone map of [0, 1] onto itself, F'(y) = R(F(y)) (Kuleshov et al. 2018; the GMM-CDF of Iwata & Kumagai
+  Eq. (9); an isotonic map). Its quantiles are F^-1(R^-1(q)).
+- ``CategoricalPredictive(probs)``: class probabilities per point (classification).
+
+Every constructor validates its arrays and names the bad one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "CategoricalPredictive",
+    "GaussianPredictive",
+    "Predictive",
+    "QuantilePredictive",
+    "RecalibratedPredictive",
+    "RegressionPredictive",
+]
+
+
+def _vector(owner: str, name: str, values) -> np.ndarray:
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{owner}: {name} cannot be converted to a float array ({exc})") from exc
+    if arr.ndim != 1:
+        raise ValueError(f"{owner}: {name} must be 1-D (one value per point), got shape {arr.shape}")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(f"{owner}: {name} has {int(bad.sum())} non-finite value(s), the first at index "
+                         f"{int(np.argmax(bad))}")
+    return arr
+
+
+def _targets(owner: str, y, n: int) -> np.ndarray:
+    arr = _vector(owner, "y", y)
+    if arr.shape[0] != n:
+        raise ValueError(f"{owner}: y has {arr.shape[0]} values for {n} predicted points")
+    return arr
+
+
+class Predictive:
+    """Base class: a predictive distribution for each of ``len(self)`` points."""
+
+    def __len__(self) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class RegressionPredictive(Predictive):
+    """A predictive distribution of a real target per point: ``cdf``, ``pit``, ``ppf`` and ``interval``."""
+
+    def cdf(self, y) -> np.ndarray:  # pragma: no cover - abstract
+        """F_i(y_i) for each point i."""
+        raise NotImplementedError
+
+    def ppf(self, q) -> np.ndarray:  # pragma: no cover - abstract
+        """Quantiles: for levels ``q`` of shape (L,), an (n, L) array; for a scalar level, an (n,) array."""
+        raise NotImplementedError
+
+    def pit(self, y) -> np.ndarray:
+        """The probability integral transform F_i(y_i): uniform on [0, 1] for a calibrated predictive."""
+        return self.cdf(y)
+
+    def interval(self, level: float) -> tuple[np.ndarray, np.ndarray]:
+        """The central ``level`` interval of each point: its (1 - level)/2 and (1 + level)/2 quantiles."""
+        if not 0.0 < float(level) < 1.0:
+            raise ValueError(f"{type(self).__name__}.interval: level must be in (0, 1), got {level!r}")
+        return self.ppf((1.0 - level) / 2.0), self.ppf((1.0 + level) / 2.0)
+
+    def median(self) -> np.ndarray:
+        return self.ppf(0.5)
+
+    def point(self) -> np.ndarray:
+        """The point prediction the metrics score (MSE, RMSE): the mean where there is one, else the median."""
+        return self.median()
+
+
+@dataclass(frozen=True, eq=False)
+class GaussianPredictive(RegressionPredictive):
+    """N(mean_i, std_i^2) for each point i."""
+
+    mean: np.ndarray
+    std: np.ndarray
+
+    def __post_init__(self):
+        owner = "GaussianPredictive"
+        mean, std = _vector(owner, "mean", self.mean), _vector(owner, "std", self.std)
+        if mean.shape != std.shape:
+            raise ValueError(f"{owner}: mean has shape {mean.shape} but std has shape {std.shape}")
+        if (std <= 0).any():
+            raise ValueError(f"{owner}: std must be > 0 everywhere; {int((std <= 0).sum())} value(s) are not, "
+                             f"the first at index {int(np.argmax(std <= 0))} ({std[np.argmax(std <= 0)]:g})")
+        object.__setattr__(self, "mean", mean)
+        object.__setattr__(self, "std", std)
+
+    def __len__(self) -> int:
+        return int(self.mean.shape[0])
+
+    def cdf(self, y) -> np.ndarray:
+        from scipy.special import ndtr
+
+        return ndtr((_targets("GaussianPredictive", y, len(self)) - self.mean) / self.std)
+
+    def logpdf(self, y) -> np.ndarray:
+        z = (_targets("GaussianPredictive", y, len(self)) - self.mean) / self.std
+        return -0.5 * z**2 - np.log(self.std) - 0.5 * np.log(2.0 * np.pi)
+
+    def ppf(self, q) -> np.ndarray:
+        from scipy.special import ndtri
+
+        q = np.asarray(q, dtype=np.float64)
+        if np.any((q <= 0) | (q >= 1)):
+            raise ValueError(f"GaussianPredictive.ppf: levels must lie in (0, 1), got {q.tolist()}")
+        if q.ndim == 0:
+            return self.mean + self.std * ndtri(q)
+        return self.mean[:, None] + self.std[:, None] * ndtri(q)[None, :]
+
+    def point(self) -> np.ndarray:
+        return self.mean
+
+
+@dataclass(frozen=True, eq=False)
+class QuantilePredictive(RegressionPredictive):
+    """Predictive quantiles ``quantiles[i, j]`` at ``levels[j]``; the CDF is linear between them and flat (at
+    the outer levels) outside them, so its PIT values lie in [levels[0], levels[-1]]."""
+
+    levels: np.ndarray
+    quantiles: np.ndarray
+
+    def __post_init__(self):
+        owner = "QuantilePredictive"
+        levels = _vector(owner, "levels", self.levels)
+        if levels.size < 2 or (levels <= 0).any() or (levels >= 1).any() or (np.diff(levels) <= 0).any():
+            raise ValueError(f"{owner}: levels must be at least two strictly increasing values in (0, 1), "
+                             f"got {levels.tolist()}")
+        quantiles = np.asarray(self.quantiles, dtype=np.float64)
+        if quantiles.ndim != 2 or quantiles.shape[1] != levels.size:
+            raise ValueError(f"{owner}: quantiles must have shape (n, {levels.size}) (one column per level), "
+                             f"got {quantiles.shape}")
+        if not np.isfinite(quantiles).all():
+            raise ValueError(f"{owner}: quantiles has non-finite values")
+        if (np.diff(quantiles, axis=1) < 0).any():
+            raise ValueError(f"{owner}: quantiles must be non-decreasing along the levels in every row")
+        object.__setattr__(self, "levels", levels)
+        object.__setattr__(self, "quantiles", quantiles)
+
+    def __len__(self) -> int:
+        return int(self.quantiles.shape[0])
+
+    def cdf(self, y) -> np.ndarray:
+        y = _targets("QuantilePredictive", y, len(self))
+        return np.array([np.interp(v, row, self.levels) for v, row in zip(y, self.quantiles, strict=True)])
+
+    def ppf(self, q) -> np.ndarray:
+        q = np.asarray(q, dtype=np.float64)
+        if np.any((q < self.levels[0]) | (q > self.levels[-1])):
+            raise ValueError(f"QuantilePredictive.ppf: levels must lie in [{self.levels[0]:g}, "
+                             f"{self.levels[-1]:g}] (the predicted range), got {q.tolist()}")
+        out = np.array([np.interp(np.atleast_1d(q), self.levels, row) for row in self.quantiles])
+        return out[:, 0] if q.ndim == 0 else out
+
+
+@dataclass(frozen=True, eq=False)
+class RecalibratedPredictive(RegressionPredictive):
+    """F'(y) = R(F(y)): ``base`` (any regression predictive) with its CDF composed with ``cdf_map`` R, a
+    non-decreasing map of [0, 1] onto [0, 1]; ``inverse_map`` R^-1 gives its quantiles F^-1(R^-1(q))."""
+
+    base: RegressionPredictive
+    cdf_map: Callable[[np.ndarray], np.ndarray]
+    inverse_map: Callable[[np.ndarray], np.ndarray]
+
+    def __post_init__(self):
+        if not isinstance(self.base, RegressionPredictive):
+            raise TypeError(f"RecalibratedPredictive: base must be a regression predictive, got "
+                            f"{type(self.base).__name__}")
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def cdf(self, y) -> np.ndarray:
+        return np.clip(np.asarray(self.cdf_map(self.base.cdf(y)), dtype=np.float64), 0.0, 1.0)
+
+    def ppf(self, q) -> np.ndarray:
+        q = np.asarray(q, dtype=np.float64)
+        inner = np.clip(np.asarray(self.inverse_map(np.atleast_1d(q)), dtype=np.float64), 1e-12, 1 - 1e-12)
+        out = np.stack([self.base.ppf(float(level)) for level in inner], axis=1)
+        return out[:, 0] if q.ndim == 0 else out
+
+
+@dataclass(frozen=True, eq=False)
+class CategoricalPredictive(Predictive):
+    """Class probabilities ``probs[i, c]`` of point i being class c (rows sum to 1); ``classes`` names the
+    columns (default 0..C-1)."""
+
+    probs: np.ndarray
+    classes: np.ndarray | None = None
+
+    def __post_init__(self):
+        owner = "CategoricalPredictive"
+        probs = np.asarray(self.probs, dtype=np.float64)
+        if probs.ndim != 2 or probs.shape[1] < 2:
+            raise ValueError(f"{owner}: probs must have shape (n, C) with C >= 2 classes, got {probs.shape}")
+        if not np.isfinite(probs).all() or (probs < 0).any():
+            raise ValueError(f"{owner}: probs must be finite and >= 0")
+        sums = probs.sum(axis=1)
+        if np.any(np.abs(sums - 1.0) > 1e-5):
+            worst = int(np.argmax(np.abs(sums - 1.0)))
+            raise ValueError(f"{owner}: every row of probs must sum to 1; row {worst} sums to {sums[worst]:.6g}")
+        classes = np.arange(probs.shape[1]) if self.classes is None else np.asarray(self.classes)
+        if classes.shape != (probs.shape[1],):
+            raise ValueError(f"{owner}: classes must name the {probs.shape[1]} columns of probs, got shape "
+                             f"{classes.shape}")
+        object.__setattr__(self, "probs", probs)
+        object.__setattr__(self, "classes", classes)
+
+    def __len__(self) -> int:
+        return int(self.probs.shape[0])
+
+    def labels(self, y) -> np.ndarray:
+        """``y`` as column indices into ``probs``: integer labels (not floats, not booleans) that name a class."""
+        arr = np.asarray(y)
+        if arr.ndim != 1 or arr.shape[0] != len(self):
+            raise ValueError(f"CategoricalPredictive: y must be 1-D with {len(self)} labels, got shape {arr.shape}")
+        if not np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool:
+            raise ValueError(f"CategoricalPredictive: class labels must be integers, got dtype {arr.dtype}")
+        index = {int(c): j for j, c in enumerate(self.classes)}
+        unknown = sorted({int(v) for v in arr} - set(index))
+        if unknown:
+            raise ValueError(f"CategoricalPredictive: labels {unknown[:5]} are not among the classes "
+                             f"{self.classes.tolist()}")
+        return np.array([index[int(v)] for v in arr], dtype=np.int64)
+
+    def predicted_class(self) -> np.ndarray:
+        return self.classes[np.argmax(self.probs, axis=1)]
+
+    def confidence(self) -> np.ndarray:
+        return self.probs.max(axis=1)
