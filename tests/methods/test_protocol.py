@@ -1,0 +1,46 @@
+"""One protocol for every method: each registered method of each builtin family is built with validated
+parameters, fitted on small arrays with ``fit``, predicts a predictive object with ``predict`` and is scored by
+the metrics. The cases live beside each family's tests (``tests/methods/<family>/protocol_cases.py``)."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+from uqcal.core.predictive import CategoricalPredictive, Predictive, RegressionPredictive
+from uqcal.methods.api import NotFittedError, builtin_families, method_table
+
+
+def _cases(family: str) -> dict:
+    return importlib.import_module(f"tests.methods.{family}.protocol_cases").cases()
+
+
+ALL = [(family, method) for family in builtin_families() for method in sorted(method_table(family))]
+
+
+@pytest.mark.parametrize("family", builtin_families())
+def test_every_registered_method_has_a_protocol_case(family):
+    assert sorted(_cases(family)) == sorted(method_table(family))
+
+
+@pytest.mark.parametrize(("family", "method"), ALL, ids=[f"{f}-{m}" for f, m in ALL])
+def test_fit_predict_score(family, method):
+    case = _cases(family)[method]
+    problem = case.problem(np.random.default_rng(0))
+    estimator = case.make()
+    with pytest.raises(NotFittedError):
+        estimator.predict(*problem.predict_args)
+    assert estimator.fit(*problem.fit_args) is estimator
+    prediction = estimator.predict(*problem.predict_args)
+    assert isinstance(prediction, Predictive)
+    assert len(prediction) == len(problem.y)
+    from uqcal.metrics import all_metrics
+
+    metrics = all_metrics(prediction, problem.y)
+    assert metrics and all(np.isfinite(v) for v in metrics.values()), metrics
+    if isinstance(prediction, RegressionPredictive):
+        assert np.all((prediction.pit(problem.y) >= 0) & (prediction.pit(problem.y) <= 1))
+    else:
+        assert isinstance(prediction, CategoricalPredictive)
