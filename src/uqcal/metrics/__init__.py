@@ -39,6 +39,7 @@ from uqcal.metrics.regression import (
     sharpness,
     total_error,
 )
+from uqcal.metrics.scores import all_metrics
 
 __all__ = [
     "CAL_SCORE_LEVELS",
@@ -47,6 +48,7 @@ __all__ = [
     "INTERVAL_QUANTILE_COLUMNS",
     "ROUNDED_Z",
     "accuracy",
+    "all_metrics",
     "calibration_score",
     "ce_qr",
     "classification_ece",
