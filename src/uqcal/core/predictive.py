@@ -21,12 +21,18 @@ import numpy as np
 
 __all__ = [
     "CategoricalPredictive",
+    "NotFittedError",
     "GaussianPredictive",
     "Predictive",
     "QuantilePredictive",
     "RecalibratedPredictive",
     "RegressionPredictive",
 ]
+
+
+class NotFittedError(ValueError, AttributeError):
+    """An estimator or a recalibrator used before ``fit`` (a ValueError and an AttributeError, as in
+    scikit-learn)."""
 
 
 def _vector(owner: str, name: str, values) -> np.ndarray:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from uqcal.core.lazy import load_target
+from uqcal.core.predictive import NotFittedError
 
 
 @dataclass(frozen=True)
@@ -306,10 +307,6 @@ class ProgressLogger:
             if i % every == 0 or (total and i == total - 1):
                 self.log.info("%s %d/%s", desc, i + 1, total if total else "?")
             yield item
-
-
-class NotFittedError(ValueError, AttributeError):
-    """An estimator (or a recalibrator) used before ``fit``."""
 
 
 def unknown_params(cls: type[Method], params: dict[str, Any], where: str) -> None:
