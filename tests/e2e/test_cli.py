@@ -31,15 +31,21 @@ def test_exit_without_teardown_flushes_what_the_step_printed_and_logged():
 
 def test_a_failing_step_keeps_its_status_and_message(tmp_path):
     # Only success takes the short exit. Bad input (a user error) still ends with status 2 and names the
-    # problem; an unexpected error still ends with Python's traceback and status 1.
+    # problem, with no traceback (tests/cli/test_cli.py covers each kind of mistake in-process).
     bad = tmp_path / "bad.yaml"
     bad.write_text("families: {qr: {bogus: 1}}\n")
     proc = subprocess.run([sys.executable, "-m", "uqcal.cli", "aggregate", "--config", str(bad), "--family", "qr"],
                           cwd=REPO, env=tool_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
-    assert "families.qr" in proc.stderr and "bogus" in proc.stderr
-    missing = tmp_path / "missing.json"
-    proc = subprocess.run([sys.executable, "-m", "uqcal.cli", "train", "--spec", str(missing)], cwd=REPO,
-                          env=tool_env(), capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 1
-    assert "FileNotFoundError" in proc.stderr and "missing.json" in proc.stderr
+    assert "families.qr" in proc.stderr and "bogus" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_python_dash_m_uqcal_is_the_command():
+    proc = subprocess.run([sys.executable, "-m", "uqcal", "--version"], cwd=REPO, env=tool_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("uqcal ")
+    proc = subprocess.run([sys.executable, "-m", "uqcal", "runs", "--family", "nope"], cwd=REPO, env=tool_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "uqcal runs: error: unknown family 'nope' (not in config/config.yaml); known: metareg, rio, qr, fewshot, bo"]

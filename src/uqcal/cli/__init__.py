@@ -41,23 +41,44 @@ def _setup_logging(verbose: bool = False) -> None:
     )
 
 
+DEFAULT_CONFIG = "config/config.yaml"
+CONFIG_HELP = f"config file (default: {DEFAULT_CONFIG})"
+
+# Help for the wildcards of a job: the names a config declares under families.<family>.
+WILDCARD_HELP = {
+    "family": "method family, a key of the config's `families` (metareg, rio, qr, fewshot, bo, or a plug-in)",
+    "dataset": "dataset name: one of the family's `datasets` in the config",
+    "setting": "setting name: a key of families.<family>.settings in the config",
+    "method": "method name: a key of families.<family>.methods in the config",
+    "seed": "one seed (0, 1, ...; default: every seed the config runs)",
+}
+
+
+class UsageError(Exception):
+    """A command line that names something the config does not have (exit status 2, no traceback)."""
+
+
 def _add_job_args(parser: argparse.ArgumentParser, *wildcards: str) -> None:
-    parser.add_argument("--config", help="config file (default: config/config.yaml)")
-    parser.add_argument("--spec", help="the job's spec file, as the Snakefile writes it (.uqcal/specs/...)")
+    parser.add_argument("--config", help=CONFIG_HELP)
+    parser.add_argument("--spec", help="the job's spec file, as the Snakefile writes it (.uqcal/specs/...); replaces "
+                        "--config and the names")
     for name in wildcards:
-        parser.add_argument(f"--{name}", type=int if name == "seed" else str)
+        parser.add_argument(f"--{name}", type=int if name == "seed" else str, help=WILDCARD_HELP[name])
 
 
 def _need(args, *names) -> None:
     missing = [n for n in names if getattr(args, n) is None]
     if missing and not getattr(args, "spec", None):
-        raise SystemExit(f"uqcal {args.command}: missing --{' --'.join(missing)} (or pass --spec)")
+        raise UsageError(f"missing --{' --'.join(missing)} (or pass --spec)")
 
 
 # ------------------------------------------------------------------------------------------ parser
 def build_parser() -> argparse.ArgumentParser:
+    from uqcal import __version__
+
     parser = argparse.ArgumentParser(prog="uqcal", description=__doc__.splitlines()[0])
-    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--version", action="version", version=f"uqcal {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages too")
     parser.add_argument("--data-dir", default="data", help="data root (default: data)")
     parser.add_argument("--results-dir", default="results", help="results root (default: results)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -65,14 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("materialise", help="fetch/build one dataset into data/raw/<name>.parquet + .json",
                        description="Fetch (download, with checksum) or build one registry dataset and write "
                        "data/raw/<name>.parquet with its provenance record data/raw/<name>.json.")
-    p.add_argument("dataset", nargs="?")
+    p.add_argument("dataset", nargs="?", help="dataset name: an entry of the config's dataset registry "
+                   "(config/datasets.yaml unless the config names others)")
     _add_job_args(p)
 
     p = sub.add_parser("split", help="make task splits / episode sets under data/splits/ (all seeds, or --seed)",
                        description="Write data/splits/<family>/<dataset>/<setting>/seed<k>.json: tasks, "
                        "folds, class splits or BO initial designs, deterministic given the seed.")
     _add_job_args(p, "family", "dataset", "setting", "seed")
-    p.add_argument("--out", help="with --seed: write the split here")
+    p.add_argument("--out", help="with --seed: write the split here (default: its place under data/splits/)")
 
     p = sub.add_parser("train", help="train and evaluate a method's runs (all seeds, or one with --seed)",
                        description="Train each seed of (family, dataset, setting, method) into "
@@ -97,22 +119,32 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="write reports/ (HTML + Markdown tables, figures, provenance)",
                        description="Build reports/index.html and one page per family from results/.")
     _add_job_args(p)
-    p.add_argument("--out", default="reports")
-    p.add_argument("--jobs", type=int, default=1, help="families built in parallel (default: 1)")
+    p.add_argument("--out", default="reports", help="the report's directory (default: reports)")
+    p.add_argument("--jobs", type=_positive_int, default=1, help="families built in parallel (default: 1)")
 
     p = sub.add_parser("dvc-sync", help="write dvc.yaml for a config (and `dvc commit` finished outputs)",
                        description="Generate dvc.yaml from the same run plan as the Snakefile; with --commit, "
                        "record the outputs of a finished run in dvc.lock and the DVC cache.")
-    p.add_argument("--config")
-    p.add_argument("--commit", action="store_true")
+    p.add_argument("--config", help=CONFIG_HELP)
+    p.add_argument("--commit", action="store_true", help="also `dvc commit` the outputs of a finished run")
 
-    p = sub.add_parser("validate-config", help="validate a config file and count its runs")
-    p.add_argument("--config")
+    p = sub.add_parser("validate-config", help="validate a config file and count its runs",
+                       description="Check a config file (plain YAML, schema, datasets, method parameters) before "
+                       "any job runs, and count the runs it plans.")
+    p.add_argument("--config", help=CONFIG_HELP)
 
-    p = sub.add_parser("runs", help="list the planned run directories")
-    p.add_argument("--config")
-    p.add_argument("--family")
+    p = sub.add_parser("runs", help="list the planned run directories",
+                       description="Print the results directory of every run the config plans, one a line.")
+    p.add_argument("--config", help=CONFIG_HELP)
+    p.add_argument("--family", help="only this family's runs (a key of the config's `families`)")
     return parser
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return value
 
 
 _WILDCARDS = {"materialise": ("dataset",), "split": ("family", "dataset", "setting"),
@@ -120,26 +152,72 @@ _WILDCARDS = {"materialise": ("dataset",), "split": ("family", "dataset", "setti
               "aggregate": ("family",), "report": ()}
 
 
-def _run(args) -> int:
+def _check_command_line(args) -> None:
+    """The names a command line gives, checked before the step starts (and before its resource log)."""
     if args.command in _WILDCARDS:
         _need(args, *_WILDCARDS[args.command])
+    _check_names(args)
+
+
+def _run(args) -> int:
     module, _, function = COMMANDS[args.command].partition(":")
     return getattr(importlib.import_module(f"uqcal.pipeline.{module}"), function)(args)
 
 
-def _user_errors() -> tuple[type[BaseException], ...]:
-    """Errors that mean bad input (message, exit status 2) rather than a bug (traceback).
+def _check_names(args) -> None:
+    """Refuse a family, dataset, setting or method the config does not declare, naming the ones it does.
 
-    Taken from the modules that define them only if the step imported them: importing uqcal.data just to
-    name its error class would cost a bookkeeping step pandas' start-up.
+    Checked on the raw config (plain YAML, no method imports: ~0.05 s) before the step loads it, so a typo
+    is one line here instead of a KeyError deep in the step. A job run from its --spec was planned from the
+    config and is not checked again.
     """
-    found = []
+    if getattr(args, "spec", None) or not any(getattr(args, n, None) for n in ("family", "dataset")):
+        return
+    from uqcal.pipeline.config.registry import dataset_registry
+    from uqcal.pipeline.config.source import check_raw_config, repo_root_for
+
+    config_path = args.config or DEFAULT_CONFIG
+    config = check_raw_config(config_path)
+    if args.command == "materialise":
+        _known("dataset", args.dataset, dataset_registry(config, repo_root_for(config_path)), config_path)
+        return
+    families = config.get("families") or {}
+    _known("family", args.family, families, config_path)
+    family = families[args.family] or {}
+    for name, declared in (("dataset", "datasets"), ("setting", "settings"), ("method", "methods")):
+        value = getattr(args, name, None)
+        if value is not None and isinstance(family.get(declared), (dict, list)):
+            _known(name, value, family[declared], f"{config_path}: families.{args.family}.{declared}")
+
+
+def _known(what: str, value: str, declared, where: str) -> None:
+    if value not in declared:
+        raise UsageError(f"unknown {what} {value!r} (not in {where}); known: {', '.join(map(str, declared)) or 'none'}")
+
+
+def _named_paths(args) -> set[str]:
+    """The files the command line names, as given and resolved."""
+    given = [getattr(args, name, None) for name in ("config", "spec")]
+    return {form for path in given if path for form in (path, os.path.abspath(path))}
+
+
+def _is_user_error(exc: BaseException, args) -> bool:
+    """Whether ``exc`` means bad input (one line, exit status 2) rather than a bug (traceback, status 1).
+
+    The project's own error classes are taken from the modules that define them only if the step imported
+    them: importing uqcal.data just to name its error class would cost a bookkeeping step pandas' start-up.
+    A FileNotFoundError counts only for a file the command line names (--config, --spec).
+    """
+    if isinstance(exc, UsageError):
+        return True
+    if isinstance(exc, FileNotFoundError):
+        return exc.filename is not None and str(exc.filename) in _named_paths(args)
     for module, name in (("uqcal.pipeline.config.source", "ConfigError"), ("uqcal.data.errors", "DataSourceError"),
-                         ("uqcal.pipeline.records", "JobError")):
+                         ("uqcal.pipeline.records", "JobError"), ("uqcal.methods.api", "ParameterError")):
         cls = getattr(sys.modules.get(module), name, None)
-        if cls is not None:
-            found.append(cls)
-    return tuple(found)
+        if cls is not None and isinstance(exc, cls):
+            return True
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,12 +227,13 @@ def main(argv: list[str] | None = None) -> int:
     args.started = started
     _setup_logging(args.verbose)
     try:
+        _check_command_line(args)
+    except Exception as exc:
+        return _report_user_error(exc, args)
+    try:
         status = _run(args)
     except Exception as exc:
-        if isinstance(exc, _user_errors()):
-            print(f"uqcal {args.command}: error: {exc}", file=sys.stderr)
-            return 2
-        raise
+        return _report_user_error(exc, args)
     finally:
         if args.command in STEPS:
             from uqcal.pipeline.records import resource_usage
@@ -165,6 +244,15 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None and not status and args.command in STEPS:
         exit_without_teardown()
     return status
+
+
+def _report_user_error(exc: Exception, args) -> int:
+    """Print a user's mistake as one line and return exit status 2; re-raise anything else (a bug)."""
+    if not _is_user_error(exc, args):
+        raise exc
+    message = f"{exc.strerror}: {exc.filename}" if isinstance(exc, FileNotFoundError) else str(exc)
+    print(f"uqcal {args.command}: error: {message}", file=sys.stderr)
+    return 2
 
 
 def exit_without_teardown() -> None:
