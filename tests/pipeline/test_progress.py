@@ -36,22 +36,23 @@ NN_CONCRETE = Job("train", ("rio", "concrete", "holdout", "nn"))
 NN_DIAMONDS = Job("train", ("rio", "diamonds", "holdout", "nn"))
 RIO_CONCRETE = Job("train", ("rio", "concrete", "holdout", "rio"))
 BOOK = {
-    NN_CONCRETE: Cost(3.0, "p1"),
-    NN_DIAMONDS: Cost(5.0, "p2"),
-    RIO_CONCRETE: Cost(10.0, "p3"),
-    Job("split", ("rio", "concrete", "holdout")): Cost(2.0),
-    Job("materialise", ("concrete",)): Cost(4.0),
-    Job("materialise", ("diamonds",)): Cost(8.0),
+    NN_CONCRETE: [Cost(3.0, "p1"), Cost(0.5, "smoke")],
+    NN_DIAMONDS: [Cost(5.0, "p2")],
+    RIO_CONCRETE: [Cost(10.0, "p3")],
+    Job("split", ("rio", "concrete", "holdout")): [Cost(2.0)],
+    Job("materialise", ("concrete",)): [Cost(4.0)],
+    Job("materialise", ("diamonds",)): [Cost(8.0)],
 }
 
 
 @pytest.mark.parametrize(("job", "units", "params", "seconds", "source"), [
     (NN_CONCRETE, 10, "p1", 3.0 * 10, "its record"),
-    (NN_CONCRETE, 10, None, 3.0 * 10, "its record"),  # parameters unknown: its record still is the best guess
-    (NN_CONCRETE, 10, "p9", (3.0 + 5.0) / 2 * 10, "same method"),  # other parameters: the method's median
+    (NN_CONCRETE, 4, "smoke", 0.5 * 4, "its record"),  # the entry of its parameters
+    (NN_CONCRETE, 10, None, 0.5 * 10, "its record"),  # parameters unknown: its last record is the best guess
+    (NN_CONCRETE, 10, "p9", 3.0 * 10, "same method"),  # other parameters: the method's median of 0.5, 3, 5
     (Job("train", ("rio", "boston", "holdout", "rio")), 5, None, 10.0 * 5, "same method"),
-    (Job("train", ("rio", "boston", "holdout", "svgp")), 2, None, 5.0 * 2, "same family"),  # median of 3, 5, 10
-    (Job("train", ("qr", "boston", "cv5", "de")), 3, None, 5.0 * 3, "same rule"),
+    (Job("train", ("rio", "boston", "holdout", "svgp")), 2, None, (3.0 + 5.0) / 2 * 2, "same family"),  # 0.5 3 5 10
+    (Job("train", ("qr", "boston", "cv5", "de")), 3, None, (3.0 + 5.0) / 2 * 3, "same rule"),
     (Job("materialise", ("boston",)), 1, None, (4.0 + 8.0) / 2, "same rule"),
     (Job("split", ("rio", "boston", "holdout")), 1, None, 2.0, "same family"),
     (Job("split", ("qr", "boston", "cv5")), 1, None, 2.0, "same rule"),
@@ -78,12 +79,14 @@ def test_record_costs_are_per_seed_and_override_the_reference(tmp_path):
     assert costs == {NN_CONCRETE: Cost(30.0 / 5, params_digest({"lr": 0.1})), Job("report"): Cost(18.0, params_digest({}))}
 
     reference = tmp_path / "reference.yaml"
-    write_reference({NN_CONCRETE: Cost(99.0, "old"), RIO_CONCRETE: Cost(7.0, None), Job("report"): Cost(20.0)},
-                    reference)
-    assert reference_costs(reference) == {NN_CONCRETE: Cost(99.0, "old"), RIO_CONCRETE: Cost(7.0, None),
-                                          Job("report"): Cost(20.0)}
+    default_run = {NN_CONCRETE: Cost(99.0, "old"), RIO_CONCRETE: Cost(7.0, None), Job("report"): Cost(20.0, "r")}
+    smoke_run = {NN_CONCRETE: Cost(1.0, "smoke"), Job("report"): Cost(5.0, "r")}
+    write_reference([default_run, smoke_run], reference)
+    assert reference_costs(reference) == {NN_CONCRETE: [Cost(99.0, "old"), Cost(1.0, "smoke")],
+                                          RIO_CONCRETE: [Cost(7.0, None)], Job("report"): [Cost(5.0, "r")]}
     book = cost_book(records, reference)
-    assert book[NN_CONCRETE] == costs[NN_CONCRETE] and book[RIO_CONCRETE] == Cost(7.0, None)
+    assert book[NN_CONCRETE] == [Cost(99.0, "old"), Cost(1.0, "smoke"), costs[NN_CONCRETE]]
+    assert book[RIO_CONCRETE] == [Cost(7.0, None)]
 
 
 def test_the_shipped_reference_has_a_cost_for_every_job_of_the_default_config():
@@ -169,7 +172,7 @@ def test_run_progress_follows_records_and_locks(tmp_path, monkeypatch):
     clock = [1_000_000.0]
     lines: list[str] = []
     progress = RunProgress([PlannedJob(A), PlannedJob(B), PlannedJob(Job("report"))], 2, lines.append,
-                           book={A: Cost(60.0), B: Cost(60.0), Job("report"): Cost(10.0)}, clock=lambda: clock[0])
+                           book={A: [Cost(60.0)], B: [Cost(60.0)], Job("report"): [Cost(10.0)]}, clock=lambda: clock[0])
     # An old record (an earlier run's, dated 1970 as current records are) is not this run's.
     _record(Path(".uqcal/records"), B, 1.0)
     os.utime(B.record_path, (1, 1))
@@ -222,3 +225,24 @@ def test_eta_accuracy_reads_a_log(tmp_path):
     # 25 % of 40 min is minute 10: the line there says 35 min to go, 30 were left; 50 %: minute 20, 25 said, 20 left.
     assert [(r.fraction, r.shown, r.actual) for r in rows] == [(0.25, 35 * 60.0, 30 * 60.0), (0.5, 25 * 60.0, 20 * 60.0)]
     assert json.dumps([r.fraction for r in rows]) == "[0.25, 0.5]"
+
+
+@pytest.mark.slow  # reads the smoke pipeline's run (tests/conftest.py's smoke_run, shared with tests/e2e)
+def test_the_smoke_run_logs_progress_and_ends_with_the_report(smoke_run, monkeypatch):
+    from benchmarks.eta_accuracy import eta_at_fractions
+    from uqcal.pipeline.config.load import load_config
+    from uqcal.pipeline.progress.__main__ import pending_jobs
+
+    log = sorted((smoke_run / ".snakemake/log").glob("*.snakemake.log"))[-1].read_text().splitlines()
+    progress = [parsed for parsed in map(parse_line, log) if parsed is not None]
+    assert progress, "no [progress] line in the smoke run's log"
+    total = progress[0].total
+    assert total > 10 and progress[0].done == 0
+    done = [i for i, line in enumerate(log) if "] done: " in line]
+    assert done and f"done: {total} of {total} jobs" in log[done[-1]]
+    assert log[done[-1] + 1].startswith("Report: reports/index.html (file://")
+    assert log[done[-1] + 2].startswith("Claims: ")
+    assert [r.fraction for r in eta_at_fractions(log, (0.25, 0.5))] == [0.25, 0.5]
+    # After the run nothing is stale: a `dvc repro` watcher started now would follow no job.
+    monkeypatch.chdir(smoke_run)
+    assert pending_jobs(load_config("config/smoke.yaml"), "config/smoke.yaml") == []

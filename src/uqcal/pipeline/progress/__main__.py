@@ -1,9 +1,10 @@
-"""python -m uqcal.pipeline.progress watch [--config FILE] | reference CHECKOUT
+"""python -m uqcal.pipeline.progress watch [--config FILE] | reference CHECKOUT...
 
 ``watch``: the progress line for a run that has no Snakemake hooks (`dvc repro`, one stage at a time): start it
 beside the run (``python -m uqcal.pipeline.progress watch & dvc repro``); it follows the jobs that are stale when it
 starts and those downstream of them, and ends with the report's path and the claims' headline.
-``reference``: rewrite the shipped cost table from a checkout that holds a finished run's records.
+``reference``: rewrite the shipped cost table from checkouts that hold finished runs' records (the default and
+the smoke config's; where two give a job with the same parameters, the last one's cost counts).
 """
 
 from __future__ import annotations
@@ -50,15 +51,16 @@ def main(argv: list[str] | None = None) -> None:
     watcher.add_argument("--config", default="config/config.yaml", help="the config the run runs")
     watcher.add_argument("--interval", type=float, default=None, help="seconds between lines (default 60)")
     reference = sub.add_parser("reference", help=f"rewrite {REFERENCE.name} from a finished run's records")
-    reference.add_argument("checkout", type=Path, help="a checkout holding .uqcal/records of a finished run")
+    reference.add_argument("checkouts", nargs="+", type=Path, help="checkouts holding .uqcal/records of finished runs")
     args = parser.parse_args(argv)
     if args.command == "watch":
         watch(args.config, args.interval)
     else:
-        records = args.checkout / ".uqcal" / "records"
-        if not records.is_dir():
-            parser.error(f"{args.checkout}: no .uqcal/records (not a finished pipeline run)")
-        write_reference(record_costs(records))
+        records = [checkout / ".uqcal" / "records" for checkout in args.checkouts]
+        for found in records:
+            if not found.is_dir():
+                parser.error(f"{found.parents[1]}: no .uqcal/records (not a finished pipeline run)")
+        write_reference([record_costs(found) for found in records])
         print(f"wrote {REFERENCE}")
 
 

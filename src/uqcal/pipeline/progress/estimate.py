@@ -92,8 +92,11 @@ def record_costs(records_dir: str | Path = RECORDS) -> dict[Job, Cost]:
     return found
 
 
-def reference_costs(path: str | Path = REFERENCE) -> dict[Job, Cost]:
-    """The shipped table: ``{"<rule>/<job name>": {seconds_per_unit, params}}`` ({} when absent)."""
+def reference_costs(path: str | Path = REFERENCE) -> dict[Job, list[Cost]]:
+    """The shipped table: ``{"<rule>/<job name>": {<params digest>: seconds per unit, ...}}`` ({} when absent).
+
+    A job may have several entries, one per parameters it was recorded with (the default and the smoke config
+    run some jobs of the same name with other epochs or data)."""
     import yaml
 
     try:
@@ -101,29 +104,36 @@ def reference_costs(path: str | Path = REFERENCE) -> dict[Job, Cost]:
     except FileNotFoundError:
         return {}
     found = {}
-    for name, entry in table.items():
+    for name, variants in table.items():
         rule, _, rest = name.partition("/")
-        found[Job(rule, tuple(rest.split("/")) if rest and rest != rule else ())] = Cost(
-            float(entry["seconds_per_unit"]), entry.get("params"))
+        found[Job(rule, tuple(rest.split("/")) if rest else ())] = [
+            Cost(float(seconds), None if params == "any" else str(params)) for params, seconds in variants.items()]
     return found
 
 
-def write_reference(costs: dict[Job, Cost], path: str | Path = REFERENCE) -> None:
-    """Write ``costs`` (e.g. ``record_costs`` of a finished default run) as the shipped table."""
+def write_reference(runs: list[dict[Job, Cost]], path: str | Path = REFERENCE) -> None:
+    """Write the costs of one or more finished runs (``record_costs`` of each) as the shipped table."""
     import yaml
 
-    table = {f"{job.rule}/{job.name}" if job.key else job.rule: {"seconds_per_unit": round(cost.seconds_per_unit, 3),
-                                                                "params": cost.params}
-             for job, cost in sorted(costs.items(), key=lambda item: (item[0].rule, item[0].key))}
-    header = ("# Wall seconds per seed (train jobs) or per job, from a default run's records: the costs a run falls\n"
-              "# back on where this checkout has no record (uqcal.pipeline.progress.estimate). Rewrite with\n"
-              "# python -m uqcal.pipeline.progress reference <checkout holding a finished default run>\n")
-    Path(path).write_text(header + yaml.safe_dump(table, sort_keys=False, default_flow_style=None, width=200))
+    table: dict[str, dict[str, float]] = {}
+    for costs in runs:
+        for job, cost in sorted(costs.items(), key=lambda item: (item[0].rule, item[0].key)):
+            name = f"{job.rule}/{job.name}" if job.key else job.rule
+            table.setdefault(name, {})[cost.params or "any"] = round(cost.seconds_per_unit, 3)
+    header = ("# Wall seconds per seed (train jobs) or per job, by the digest of the parameters the job ran with, from\n"
+              "# finished runs' records: the costs a run falls back on where this checkout has no record of its own\n"
+              "# (uqcal.pipeline.progress.estimate). Rewrite with\n"
+              "# python -m uqcal.pipeline.progress reference <checkout holding a finished run> [<another> ...]\n")
+    Path(path).write_text(header + yaml.safe_dump(dict(sorted(table.items())), sort_keys=False,
+                                                  default_flow_style=None, width=200))
 
 
-def cost_book(records_dir: str | Path = RECORDS, reference: str | Path | None = REFERENCE) -> dict[Job, Cost]:
-    """The shipped reference costs, overridden job by job by this checkout's records."""
-    return {**(reference_costs(reference) if reference else {}), **record_costs(records_dir)}
+def cost_book(records_dir: str | Path = RECORDS, reference: str | Path | None = REFERENCE) -> dict[Job, list[Cost]]:
+    """Each job's known costs: the shipped reference's, then this checkout's record (which wins a tie)."""
+    book = reference_costs(reference) if reference else {}
+    for job, cost in record_costs(records_dir).items():
+        book[job] = [*book.get(job, []), cost]
+    return book
 
 
 def _levels(job: Job) -> list[tuple[str, object]]:
@@ -140,17 +150,18 @@ def _levels(job: Job) -> list[tuple[str, object]]:
             *same_rule]
 
 
-def estimate(planned: PlannedJob, book: dict[Job, Cost]) -> Estimate:
+def estimate(planned: PlannedJob, book: dict[Job, list[Cost]]) -> Estimate:
     """``planned``'s expected wall seconds: the first level of the module docstring that has data."""
-    own = book.get(planned.job)
-    if own is not None and (own.params is None or planned.params is None or own.params == planned.params):
-        return Estimate(own.seconds_per_unit * planned.units, "its record")
+    own = [cost for cost in book.get(planned.job, [])
+           if cost.params is None or planned.params is None or cost.params == planned.params]
+    if own:
+        return Estimate(own[-1].seconds_per_unit * planned.units, "its record")
     for name, matches in _levels(planned.job):
-        per_unit = [cost.seconds_per_unit for other, cost in book.items() if matches(other)]
+        per_unit = [cost.seconds_per_unit for other, costs in book.items() if matches(other) for cost in costs]
         if per_unit:
             return Estimate(statistics.median(per_unit) * planned.units, name)
     return Estimate(DEFAULT_SECONDS.get(planned.job.rule, FALLBACK_SECONDS) * planned.units, "default")
 
 
-def estimates(jobs: Iterable[PlannedJob], book: dict[Job, Cost]) -> dict[Job, Estimate]:
+def estimates(jobs: Iterable[PlannedJob], book: dict[Job, list[Cost]]) -> dict[Job, Estimate]:
     return {planned.job: estimate(planned, book) for planned in jobs}
