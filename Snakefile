@@ -31,6 +31,11 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
+from uqcal.pipeline.progress.run import start_snakemake
+
+PROGRESS = []  # the run's progress watcher, once onstart has started it
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
@@ -44,6 +49,16 @@ rule all:
     default_target: True
 
 
+# A progress line with an ETA from the jobs' recorded costs, and the report's path at the end (uqcal.pipeline.progress).
+onstart:
+    PROGRESS.append(start_snakemake(workflow, logger.info))
+
+
+onerror:
+    for _progress in filter(None, PROGRESS):
+        _progress.fail()
+
+
 onsuccess:
     # Keep DVC in step with what Snakemake produced: same plan, outputs committed to the DVC cache.
     # A DVC problem must not turn a finished run into a failed one: report it loudly instead.
@@ -52,3 +67,5 @@ onsuccess:
             shell("uqcal dvc-sync --config {CONFIG_FILE:q} --commit")
         except Exception as exc:
             print(f"WARNING: results are complete, but `uqcal dvc-sync --commit` failed: {exc}", file=sys.stderr)
+    for _progress in filter(None, PROGRESS):
+        _progress.finish()  # the run's last lines: its time, the report's path, the claims' headline

@@ -1,0 +1,167 @@
+"""What each job of a run is expected to cost, from earlier jobs' records.
+
+A job's cost is the wall time its record states (`uqcal.pipeline.records.resource_usage`), per seed for a train
+job (a train job runs all seeds of one method, so the same method with another seed count scales). A pending
+job's estimate is the first of these that exists:
+
+1. its own earlier record, made from the same parameters (a config change of epochs or data makes it moot);
+2. the median per seed of the same family's same method (other datasets or settings, or other parameters);
+3. the median per seed of the same family's train jobs (another rule: the same rule's jobs of the same family);
+4. the median of the same rule's jobs;
+5. ``DEFAULT_SECONDS``, a rough figure per rule.
+
+The records come from this checkout (``.uqcal/records``, e.g. after an earlier run or `dvc pull`) and, below them,
+from ``reference_costs.yaml``: a default run's records shipped with the code (``write_reference``), so that a
+fresh clone's first run also has a cost per method. Both are measured on some machine at some load; the run's
+progress corrects them by how long its own finished jobs took (``uqcal.pipeline.progress.run.snapshot``).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from uqcal.pipeline.identity import digest
+from uqcal.pipeline.plan import RECORDS, Job
+
+REFERENCE = Path(__file__).with_name("reference_costs.yaml")
+# Wall seconds per seed (train) or per job (the others) when nothing of the kind was ever recorded.
+DEFAULT_SECONDS = {"materialise": 10.0, "split": 5.0, "train": 10.0, "aggregate": 2.0, "report": 30.0}
+FALLBACK_SECONDS = 10.0  # a rule not in DEFAULT_SECONDS
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A finished job's wall seconds per unit (a seed of a train job, else the whole job) and its parameters' digest."""
+
+    seconds_per_unit: float
+    params: str | None = None
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    """A job a run is to do: ``units`` is its seeds' count for a train job (1 otherwise), ``threads`` the cores it
+    holds, ``params`` the digest of the parameters it runs with (its spec's ``params``; None: unknown)."""
+
+    job: Job
+    units: int = 1
+    threads: int = 1
+    params: str | None = None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    seconds: float  # expected wall seconds of the whole job
+    source: str  # which of the module docstring's levels gave it
+
+
+def params_digest(params) -> str | None:
+    return None if params is None else digest(params)[:16]
+
+
+def units_of(rule: str, job_payload) -> int:
+    """A train job's seeds' count (its payload's ``seeds``), else 1."""
+    if rule == "train" and isinstance(job_payload, dict) and job_payload.get("seeds"):
+        return len(job_payload["seeds"])
+    return 1
+
+
+def cost_of_record(record: dict) -> tuple[Job, Cost] | None:
+    """A record's job and cost; None when it states no wall time."""
+    try:
+        job = Job(record["rule"], tuple(record["key"]))
+        seconds = float(record["resources"]["wall_seconds"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return job, Cost(seconds / units_of(job.rule, record.get("job")), params_digest(record.get("params")))
+
+
+def record_costs(records_dir: str | Path = RECORDS) -> dict[Job, Cost]:
+    """The cost of every job with a record under ``records_dir`` (unreadable records are skipped)."""
+    found = {}
+    for path in sorted(Path(records_dir).rglob("*.json")):
+        try:
+            entry = cost_of_record(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError):
+            continue
+        if entry is not None:
+            found[entry[0]] = entry[1]
+    return found
+
+
+def reference_costs(path: str | Path = REFERENCE) -> dict[Job, list[Cost]]:
+    """The shipped table: ``{"<rule>/<job name>": {<params digest>: seconds per unit, ...}}`` ({} when absent).
+
+    A job may have several entries, one per parameters it was recorded with (the default and the smoke config
+    run some jobs of the same name with other epochs or data)."""
+    import yaml
+
+    try:
+        table = yaml.safe_load(Path(path).read_text()) or {}
+    except FileNotFoundError:
+        return {}
+    found = {}
+    for name, variants in table.items():
+        rule, _, rest = name.partition("/")
+        found[Job(rule, tuple(rest.split("/")) if rest else ())] = [
+            Cost(float(seconds), None if params == "any" else str(params)) for params, seconds in variants.items()]
+    return found
+
+
+def write_reference(runs: list[dict[Job, Cost]], path: str | Path = REFERENCE) -> None:
+    """Write the costs of one or more finished runs (``record_costs`` of each) as the shipped table."""
+    import yaml
+
+    table: dict[str, dict[str, float]] = {}
+    for costs in runs:
+        for job, cost in sorted(costs.items(), key=lambda item: (item[0].rule, item[0].key)):
+            name = f"{job.rule}/{job.name}" if job.key else job.rule
+            table.setdefault(name, {})[cost.params or "any"] = round(cost.seconds_per_unit, 3)
+    header = ("# Wall seconds per seed (train jobs) or per job, by the digest of the parameters the job ran with, from\n"
+              "# finished runs' records: the costs a run falls back on where this checkout has no record of its own\n"
+              "# (uqcal.pipeline.progress.estimate). Rewrite with\n"
+              "# python -m uqcal.pipeline.progress reference <checkout holding a finished run> [<another> ...]\n")
+    Path(path).write_text(header + yaml.safe_dump(dict(sorted(table.items())), sort_keys=False,
+                                                  default_flow_style=None, width=200))
+
+
+def cost_book(records_dir: str | Path = RECORDS, reference: str | Path | None = REFERENCE) -> dict[Job, list[Cost]]:
+    """Each job's known costs: the shipped reference's, then this checkout's record (which wins a tie)."""
+    book = reference_costs(reference) if reference else {}
+    for job, cost in record_costs(records_dir).items():
+        book[job] = [*book.get(job, []), cost]
+    return book
+
+
+def _levels(job: Job) -> list[tuple[str, object]]:
+    """The docstring's levels 2-4 for ``job``: (name, which other jobs count)."""
+    same_rule = [("same rule", lambda other: other.rule == job.rule)]
+    if job.rule != "train" or len(job.key) < 4:
+        if job.key and job.rule in ("split", "aggregate"):
+            same_rule.insert(0, ("same family", lambda other: other.rule == job.rule and other.key[:1] == job.key[:1]))
+        return same_rule
+    family, method = job.key[0], job.key[3]
+    return [("same method", lambda other: other.rule == "train" and other.key[:1] == (family,)
+             and other.key[3:4] == (method,)),
+            ("same family", lambda other: other.rule == "train" and other.key[:1] == (family,)),
+            *same_rule]
+
+
+def estimate(planned: PlannedJob, book: dict[Job, list[Cost]]) -> Estimate:
+    """``planned``'s expected wall seconds: the first level of the module docstring that has data."""
+    own = [cost for cost in book.get(planned.job, [])
+           if cost.params is None or planned.params is None or cost.params == planned.params]
+    if own:
+        return Estimate(own[-1].seconds_per_unit * planned.units, "its record")
+    for name, matches in _levels(planned.job):
+        per_unit = [cost.seconds_per_unit for other, costs in book.items() if matches(other) for cost in costs]
+        if per_unit:
+            return Estimate(statistics.median(per_unit) * planned.units, name)
+    return Estimate(DEFAULT_SECONDS.get(planned.job.rule, FALLBACK_SECONDS) * planned.units, "default")
+
+
+def estimates(jobs: Iterable[PlannedJob], book: dict[Job, list[Cost]]) -> dict[Job, Estimate]:
+    return {planned.job: estimate(planned, book) for planned in jobs}
