@@ -1,14 +1,17 @@
-"""The shared `marginal` reference predictor on a support set without spread."""
+"""The shared `marginal` reference predictor: as an estimator, and on a support set without spread."""
 
 from __future__ import annotations
 
+import doctest
 import json
 import logging
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from tests.conftest import method_device
+from uqcal.core.predictive import NotFittedError
 from uqcal.methods.api import RunContext
 from uqcal.methods.reference_predictors import MarginalGaussian
 
@@ -54,12 +57,6 @@ def test_zero_spread_support_set_gets_the_pooled_within_task_std(tmp_path):
 
 
 def test_marginal_gaussian_is_the_training_targets_mean_and_std():
-    import doctest
-
-    import pytest
-
-    from uqcal.core.predictive import NotFittedError
-
     rng = np.random.default_rng(3)
     X, y = rng.normal(size=(30, 2)), rng.normal(5.0, 2.0, size=30)
     with pytest.raises(NotFittedError):
