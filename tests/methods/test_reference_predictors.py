@@ -1,14 +1,17 @@
-"""The shared `marginal` reference predictor on a support set without spread."""
+"""The shared `marginal` reference predictor: as an estimator, and on a support set without spread."""
 
 from __future__ import annotations
 
+import doctest
 import json
 import logging
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from tests.conftest import method_device
+from uqcal.core.predictive import NotFittedError
 from uqcal.methods.api import RunContext
 from uqcal.methods.reference_predictors import MarginalGaussian
 
@@ -51,3 +54,20 @@ def test_zero_spread_support_set_gets_the_pooled_within_task_std(tmp_path):
     # An episode whose support does vary keeps its own std (ddof 0, as before).
     np.testing.assert_allclose(second["std"], np.std((np.array([4.0, 3.0, 6.0]) - mean) / std), rtol=1e-12)
     assert json.loads((tmp_path / "run" / "train_stats.json").read_text())["zero_spread_support_sets"] == 1
+
+
+def test_marginal_gaussian_is_the_training_targets_mean_and_std():
+    rng = np.random.default_rng(3)
+    X, y = rng.normal(size=(30, 2)), rng.normal(5.0, 2.0, size=30)
+    with pytest.raises(NotFittedError):
+        MarginalGaussian().predict(X)
+    prediction = MarginalGaussian().fit(X, y).predict(X[:7])
+    np.testing.assert_allclose(prediction.mean, np.full(7, np.sum(y) / 30), rtol=1e-12)
+    np.testing.assert_allclose(prediction.std, np.full(7, np.sqrt(np.sum((y - y.mean()) ** 2) / 30)), rtol=1e-12)
+    assert MarginalGaussian(min_std=0.5).fit(X, np.full(30, 2.0)).predict(X).std[0] == 0.5  # the floor
+    with pytest.raises(ValueError, match=r"MarginalGaussian\.min_std"):
+        MarginalGaussian(min_std=-1.0)
+    runner = doctest.DocTestRunner()
+    for test in doctest.DocTestFinder(recurse=False).find(MarginalGaussian, "MarginalGaussian", globs={}):
+        runner.run(test)
+    assert runner.tries > 0 and runner.failures == 0

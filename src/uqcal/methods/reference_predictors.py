@@ -3,56 +3,103 @@
 - MarginalGaussian: N(mean, std^2) of the training targets (per task where there are tasks: the task's
   support set). The QR paper's Claim 5: perfectly calibrated in expectation, with no sharpness.
 - UniformClassifier: 1/C for every class of a few-shot episode.
-- RandomSearch: uniform random search for optimisation, from the shared initial design.
 """
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 
+from uqcal.core.predictive import GaussianPredictive
 from uqcal.methods.api import REFERENCE_RESOURCES, Method, RunContext
 
-__all__ = ["MarginalGaussian", "RandomSearch", "UniformClassifier"]
+__all__ = ["MarginalGaussian", "UniformClassifier", "regression_arrays"]
+
+
+def regression_arrays(owner: str, X, y=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """``X`` as an (n, d) float array and ``y`` (when given) as an (n,) float array, both finite; a bad array
+    is named with ``owner`` (the estimator) in the error."""
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] == 0:
+        raise ValueError(f"{owner}: X must be a non-empty 2-D array (n points, d features), got shape {X.shape}")
+    if not np.isfinite(X).all():
+        raise ValueError(f"{owner}: X has non-finite values")
+    if y is None:
+        return X, None
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise ValueError(f"{owner}: y must be 1-D with one target per row of X ({X.shape[0]}), got shape {y.shape}")
+    if not np.isfinite(y).all():
+        raise ValueError(f"{owner}: y has non-finite values")
+    return X, y
 
 
 class MarginalGaussian(Method):
+    """The marginal of the training targets, N(mean(y), std(y)^2), the same forecast for every point: perfectly
+    calibrated in expectation and with no sharpness (the QR paper's Claim 5), the reference every table shows.
+
+    Parameters: ``min_std`` (float > 0), a floor of the predicted std (y's units).
+
+    ``fit(X, y)``: X (n, d) floats (unused: the forecast does not depend on the inputs), y (n,) targets.
+    ``predict(X)`` -> ``GaussianPredictive`` with mean(y) and max(std(y), min_std) (ddof 0) for each row of X.
+
+    >>> import numpy as np
+    >>> from uqcal.methods.reference_predictors import MarginalGaussian
+    >>> X, y = np.zeros((4, 1)), np.array([1.0, 2.0, 3.0, 4.0])
+    >>> prediction = MarginalGaussian().fit(X, y).predict(np.zeros((2, 1)))
+    >>> prediction.mean.tolist(), round(float(prediction.std[0]), 4)
+    ([2.5, 2.5], 1.118)
+    """
+
     defaults: dict = {"min_std": 1e-6}
     cpu_only = True  # numpy only: a cluster job never asks a GPU for it
     job_resources = REFERENCE_RESOURCES  # not the family's GPU-sized request (uqcal.pipeline.plan.resources)
 
+    def fit(self, X, y) -> MarginalGaussian:
+        _, y = regression_arrays(type(self).__name__, X, y)
+        # A constant training target is refused when the pipeline's dataset is materialised (uqcal.data.validate).
+        self.mean_, self.std_ = float(y.mean()), max(float(y.std()), self.params["min_std"])
+        self.fitted_ = True
+        return self
+
+    def predict(self, X) -> GaussianPredictive:
+        self.check_fitted()
+        X, _ = regression_arrays(type(self).__name__, X)
+        return GaussianPredictive(np.full(X.shape[0], self.mean_), np.full(X.shape[0], self.std_))
+
     def train(self, ctx: RunContext) -> None:
         table, split = ctx.load_data(), ctx.load_split()
-        y = table.y
         if "test_episodes" in split:  # an episodic (multi-task) split: the support sets are the data
-            y_mean, y_std = _metatrain_target_stats(table, split)
-            # A support set without spread (one point, or equal targets) says nothing about the task's
-            # spread: use the meta-training tasks' pooled within-task std instead of a near-zero sigma.
-            fallback = _pooled_within_task_std(table, split, y_mean, y_std)
-            rows, n_fallback = [], 0
-            for e, ep in enumerate(split["test_episodes"]):
-                ys, yq = (y[ep["support"]] - y_mean) / y_std, (y[ep["query"]] - y_mean) / y_std
-                mu, sd = ys.mean(), ys.std()
-                if sd < self.params["min_std"]:
-                    sd, n_fallback = fallback, n_fallback + 1
-                rows.append(pd.DataFrame({"task": str(ep["task"]), "episode": e, "y": yq, "mean": mu, "std": sd}))
-            pred = pd.concat(rows, ignore_index=True)
-            model = {"note": "per-task support mean/std (standardised targets)", "y_mean": y_mean, "y_std": y_std,
-                     "fallback_std": fallback}
-            if n_fallback:
-                ctx.log.info("marginal: %d of %d support sets have no spread; their sigma is the meta-training "
-                             "tasks' pooled within-task std %.4g", n_fallback, len(split["test_episodes"]), fallback)
-            stats = {"zero_spread_support_sets": n_fallback}
-        else:
-            train, test = np.asarray(split["train"]), np.asarray(split["test"])
-            # A constant training target is refused when the dataset is materialised (uqcal.data.validate).
-            mu, sd = float(y[train].mean()), max(float(y[train].std()), self.params["min_std"])
-            pred = pd.DataFrame({"y": y[test], "mean": mu, "std": sd})
-            model = {"mean": mu, "std": sd}
-            stats = {}
-        ctx.save_outputs(pred, model, stats)
+            self._train_episodic(ctx, table, split)
+            return
+        self.runtime = ctx.runtime
+        train, test = np.asarray(split["train"]), np.asarray(split["test"])
+        X, y = np.asarray(table.X, dtype=np.float64), np.asarray(table.y, dtype=np.float64)
+        prediction = self.fit(X[train], y[train]).predict(X[test])
+        frame = pd.DataFrame({"y": y[test], "mean": prediction.mean, "std": prediction.std})
+        ctx.save_outputs(frame, {"mean": self.mean_, "std": self.std_}, {})
+
+    # The meta-regression branch (metareg's ``marginal``): the metareg family moves it into its own package.
+    def _train_episodic(self, ctx: RunContext, table, split: dict) -> None:
+        y = table.y
+        y_mean, y_std = _metatrain_target_stats(table, split)
+        # A support set without spread (one point, or equal targets) says nothing about the task's
+        # spread: use the meta-training tasks' pooled within-task std instead of a near-zero sigma.
+        fallback = _pooled_within_task_std(table, split, y_mean, y_std)
+        rows, n_fallback = [], 0
+        for e, ep in enumerate(split["test_episodes"]):
+            ys, yq = (y[ep["support"]] - y_mean) / y_std, (y[ep["query"]] - y_mean) / y_std
+            mu, sd = ys.mean(), ys.std()
+            if sd < self.params["min_std"]:
+                sd, n_fallback = fallback, n_fallback + 1
+            rows.append(pd.DataFrame({"task": str(ep["task"]), "episode": e, "y": yq, "mean": mu, "std": sd}))
+        pred = pd.concat(rows, ignore_index=True)
+        model = {"note": "per-task support mean/std (standardised targets)", "y_mean": y_mean, "y_std": y_std,
+                 "fallback_std": fallback}
+        if n_fallback:
+            ctx.log.info("marginal: %d of %d support sets have no spread; their sigma is the meta-training "
+                         "tasks' pooled within-task std %.4g", n_fallback, len(split["test_episodes"]), fallback)
+        ctx.save_outputs(pred, model, {"zero_spread_support_sets": n_fallback})
 
 
 def _pooled_within_task_std(table, split, y_mean: float, y_std: float) -> float:
@@ -93,29 +140,3 @@ class UniformClassifier(Method):
                 frame[f"p{c}"] = 1.0 / n_way
             rows.append(frame)
         ctx.save_outputs(pd.concat(rows, ignore_index=True), {"n_way": n_way}, {})
-
-
-class RandomSearch(Method):
-    defaults: dict = {}
-    cpu_only = True
-    job_resources = REFERENCE_RESOURCES
-
-    def train(self, ctx: RunContext) -> None:
-        from uqcal.data.objectives import get_objective
-
-        split = ctx.load_split()
-        objective = get_objective(ctx.dataset_spec["source"])
-        budget = int(ctx.setting_params.get("budget", 20))
-        lower, upper = (np.asarray(b, float) for b in split["bounds"])
-        rng = ctx.rng()
-        xs = [np.asarray(x, float) for x in split["initial_x"]]
-        xs += [rng.uniform(lower, upper) for _ in range(budget)]
-        ys = [float(objective(x)) for x in xs]
-        best = np.minimum.accumulate(ys)
-        pred = pd.DataFrame({
-            "iteration": np.arange(len(xs)) - len(split["initial_x"]) + 1,
-            "x": [json.dumps(x.tolist()) for x in xs],
-            "y": ys,
-            "best_so_far": best,
-        })
-        ctx.save_outputs(pred, {"n_evaluations": len(xs)}, {})

@@ -21,6 +21,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from uqcal.core.predictive import GaussianPredictive, RecalibratedPredictive
 from uqcal.methods.api import Method, RunContext
 
 QUANTILE_LEVELS = (0.025, 0.05, 0.16, 0.84, 0.95, 0.975)
@@ -34,56 +35,152 @@ def variance_scale(y: np.ndarray, mean: np.ndarray, std: np.ndarray) -> float:
     return float(np.sqrt(np.mean(z**2)))
 
 
-class PostHocRecalibration(Method):
-    """Reads the base run's predictions, fits on their validation rows, writes predictions for every row."""
+class _SavedBaseRun:
+    """The pipeline's base: a run that already predicted the split's ``test`` rows (validation rows first), as
+    it saved them. ``predict(positions)`` gives the saved Gaussian of those rows of its predictions file (an
+    (m, 1) array of positions): the recalibration reuses the base's predictions, it does not recompute them."""
 
+    fitted_ = True
+
+    def __init__(self, run_dir):
+        frame = pd.read_parquet(run_dir / "predictions.parquet")
+        missing = [c for c in ("y", "mean", "std") if c not in frame]
+        if missing or "pit" in frame:
+            raise ValueError(f"{run_dir}: not a Gaussian predictive (missing {missing} or has pit)")
+        self.frame = frame
+
+    def predict(self, positions) -> GaussianPredictive:
+        rows = np.asarray(positions, dtype=np.int64).reshape(-1)
+        return GaussianPredictive(self.frame["mean"].to_numpy(float)[rows], self.frame["std"].to_numpy(float)[rows])
+
+
+class PostHocRecalibration(Method):
+    """A Gaussian model recalibrated after the fact on data its base did not train on (the arena's ``_iso`` and
+    ``_vs`` methods). ``base``: any estimator whose ``predict`` returns a ``GaussianPredictive`` (qr's, rio's,
+    MarginalGaussian), fitted or not.
+
+    ``fit(X, y)``: X (n, d), y (n,). A fitted base: (X, y) are the held-out recalibration data. An unfitted
+    base: a random ``val_fraction`` of the rows (the runtime's stream 1) is held out, the base is fitted on the
+    rest and the map on that part. ``predict(X)``: the base's prediction, recalibrated. The pipeline fits the
+    map on the base run's predictions of the split's validation part and predicts all of its rows."""
+
+    defaults: dict = {"val_fraction": 0.2}
     cpu_only = True  # numpy on the base run's predictions
+
+    def __init__(self, params: dict | None = None, /, *, base=None, **kwargs):
+        super().__init__(params, **kwargs)
+        self.base = base
+
+    def fit(self, X, y) -> PostHocRecalibration:
+        if self.base is None:
+            raise ValueError(f"{type(self).__name__}: base is None; pass base= a Gaussian estimator")
+        X, y = np.asarray(X), np.asarray(y, dtype=np.float64)
+        if y.ndim != 1 or len(X) != y.size:
+            raise ValueError(f"{type(self).__name__}: y must be 1-D with one target per row of X ({len(X)}), "
+                             f"got shape {y.shape}")
+        if not getattr(self.base, "fitted_", False):
+            order = self.runtime.rng(1).permutation(y.size)
+            n_val = max(2, int(round(self.params["val_fraction"] * y.size)))
+            validation, train = np.sort(order[:n_val]), np.sort(order[n_val:])
+            self.base.fit(X[train], y[train])
+            X, y = X[validation], y[validation]
+        prediction = self.base.predict(X)
+        if not isinstance(prediction, GaussianPredictive):
+            raise TypeError(f"{type(self).__name__}: the base must predict a GaussianPredictive, got "
+                            f"{type(prediction).__name__}")
+        self.fit_map(prediction, y)
+        self.n_validation_ = int(y.size)
+        self.fitted_ = True
+        return self
+
+    def predict(self, X):
+        self.check_fitted()
+        return self.transform(self.base.predict(X))
+
+    def fit_map(self, prediction: GaussianPredictive, y: np.ndarray) -> None:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def transform(self, prediction: GaussianPredictive):
+        raise NotImplementedError  # pragma: no cover - abstract
 
     def train(self, ctx: RunContext) -> None:
         from uqcal.metrics.evaluation import validation_part
 
         if ctx.depends_dir is None:
             raise ValueError(f"arena method {ctx.method!r} needs depends_on: a base run to recalibrate")
-        base = pd.read_parquet(ctx.depends_dir / "predictions.parquet")
-        missing = [c for c in ("y", "mean", "std") if c not in base]
-        if missing or "pit" in base:
-            raise ValueError(f"{ctx.depends_dir}: not a Gaussian predictive (missing {missing} or has pit)")
-        validation = validation_part(base, ctx.load_split())
+        self.runtime = ctx.runtime
+        self.base = _SavedBaseRun(ctx.depends_dir)
+        y = self.base.frame["y"].to_numpy(float)
+        n_validation = len(validation_part(self.base.frame, ctx.load_split()))
+        positions = np.arange(y.size)[:, None]
         start = time.perf_counter()
-        frame, model, stats = self.recalibrate(validation, base)
-        stats = {**stats, "recal_seconds": time.perf_counter() - start, "n_validation": int(len(validation))}
+        prediction = self.fit(positions[:n_validation], y[:n_validation]).predict(positions)
+        frame, model, stats = self.outputs(prediction, self.base.predict(positions), y)
+        stats = {**stats, "recal_seconds": time.perf_counter() - start, "n_validation": self.n_validation_}
         ctx.save_outputs(frame, {**model, "base_run": str(ctx.depends_dir)}, stats)
 
-    def recalibrate(self, validation: pd.DataFrame, base: pd.DataFrame) -> tuple[pd.DataFrame, dict, dict]:
+    def outputs(self, prediction, base: GaussianPredictive, y: np.ndarray) -> tuple[pd.DataFrame, dict, dict]:
+        """The pipeline's predictions frame of ``prediction`` (recalibrated ``base``) at targets ``y``, the model
+        and the stats."""
         raise NotImplementedError  # pragma: no cover - abstract
 
 
-def _columns(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return frame["y"].to_numpy(float), frame["mean"].to_numpy(float), frame["std"].to_numpy(float)
-
-
 class VarianceScaling(PostHocRecalibration):
-    defaults: dict = {}
+    """N(mu, s^2 sigma^2) with the NLL-optimal factor s = sqrt(mean z^2) on the recalibration data
+    (``variance_scale``); ``predict`` -> ``GaussianPredictive``.
 
-    def recalibrate(self, validation, base):
-        scale = variance_scale(*_columns(validation))
-        y, mean, std = _columns(base)
-        frame = pd.DataFrame({"y": y, "mean": mean, "std": scale * std, "base_std": std})
-        return frame, {"variance_scale": scale}, {"variance_scale": scale}
+    >>> import numpy as np
+    >>> from uqcal.methods.arena import VarianceScaling
+    >>> from uqcal.methods.reference_predictors import MarginalGaussian
+    >>> X, y = np.zeros((40, 1)), np.random.default_rng(0).normal(size=40)
+    >>> model = VarianceScaling(base=MarginalGaussian(), seed=0).fit(X, y)
+    >>> model.predict(X[:3]).std.shape
+    (3,)
+    """
+
+    def fit_map(self, prediction, y):
+        self.scale_ = variance_scale(y, prediction.mean, prediction.std)
+
+    def transform(self, prediction) -> GaussianPredictive:
+        return GaussianPredictive(prediction.mean, self.scale_ * prediction.std)
+
+    def outputs(self, prediction, base, y):
+        frame = pd.DataFrame({"y": y, "mean": prediction.mean, "std": prediction.std, "base_std": base.std})
+        return frame, {"variance_scale": self.scale_}, {"variance_scale": self.scale_}
 
 
 class IsotonicOnValidation(PostHocRecalibration):
-    defaults: dict = {"endpoint_fix": True, "logpdf_floor": -20.0}
+    """G(y) = R(Phi((y - mu) / sigma)) with R the isotonic map of the recalibration PITs (``endpoint_fix``:
+    levels i/(m+1) and the knot (1, 1), no truncated support); ``predict`` -> ``RecalibratedPredictive``.
 
-    def recalibrate(self, validation, base):
+    >>> import numpy as np
+    >>> from uqcal.methods.arena import IsotonicOnValidation
+    >>> from uqcal.methods.reference_predictors import MarginalGaussian
+    >>> X, y = np.zeros((40, 1)), np.random.default_rng(0).normal(size=40)
+    >>> model = IsotonicOnValidation(base=MarginalGaussian(), seed=0).fit(X, y)
+    >>> bool(np.all(np.diff(model.predict(X[:3]).cdf(np.array([-1.0, 0.0, 1.0]))) >= 0))
+    True
+    """
+
+    defaults: dict = {**PostHocRecalibration.defaults, "endpoint_fix": True, "logpdf_floor": -20.0}
+
+    def fit_map(self, prediction, y):
         from scipy.special import ndtr
 
         from uqcal.core.calibration import StandardisedRecalibration, isotonic_knots
 
-        y_val, mean_val, std_val = _columns(validation)
-        u, r = isotonic_knots(ndtr((y_val - mean_val) / std_val), endpoint_fix=bool(self.params["endpoint_fix"]))
-        recalibration = StandardisedRecalibration(u, r)
-        y, mean, std = _columns(base)
+        pit = ndtr((y - prediction.mean) / prediction.std)
+        self.recalibration_ = StandardisedRecalibration(*isotonic_knots(pit, bool(self.params["endpoint_fix"])))
+
+    def transform(self, prediction) -> RecalibratedPredictive:
+        u, r = self.recalibration_.u, self.recalibration_.r
+        rising = np.concatenate([[True], np.diff(r) > 0])  # R^-1 skips R's flat pieces (their left ends)
+        return RecalibratedPredictive(prediction, cdf_map=lambda p: np.interp(p, u, r),
+                                      inverse_map=lambda q: np.interp(q, r[rising], u[rising]))
+
+    def outputs(self, prediction, base, y):
+        recalibration = self.recalibration_
+        mean, std = base.mean, base.std
         z = (y - mean) / std
         with np.errstate(divide="ignore"):
             logpdf = recalibration.logpdf(z) - np.log(std)
@@ -101,5 +198,5 @@ class IsotonicOnValidation(PostHocRecalibration):
         for level in QUANTILE_LEVELS:
             frame[f"q{level:g}"] = mean + std * recalibration.quantile(np.full(y.shape, level))
         stats = {"delta": recalibration.delta, "std_factor": recalibration.std_factor,
-                 "n_knots": float(u.size), "zero_density_fraction": float(zero_density.mean())}
-        return frame, {"knots_u": u, "knots_r": r}, stats
+                 "n_knots": float(recalibration.u.size), "zero_density_fraction": float(zero_density.mean())}
+        return frame, {"knots_u": recalibration.u, "knots_r": recalibration.r}, stats

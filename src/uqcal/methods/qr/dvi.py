@@ -10,5 +10,18 @@ from uqcal.methods.qr.gaussian_nets import GaussianNetMethod
 
 
 class DropoutVI(GaussianNetMethod):
+    """Heteroscedastic MC-dropout net (``lam`` > 0: quantile regularised, QR Eq. 7); parameters as
+    ``GaussianNetMethod.defaults`` (``epochs``, ``mc_samples``, ``lam``, ...), ``fit(X, y)`` / ``predict(X)`` ->
+    ``GaussianPredictive`` in y's units.
+
+    >>> import numpy as np
+    >>> from uqcal.methods.qr import DropoutVI
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-2, 2, (64, 1)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=64)
+    >>> prediction = DropoutVI(epochs=2, mc_samples=4, lam=1.0, seed=0).fit(X, y).predict(X[:5])
+    >>> prediction.mean.shape, bool((prediction.std > 0).all())
+    ((5,), True)
+    """
+
     defaults = {**GaussianNetMethod.defaults, "epochs": 64, "dropout": 0.5, "mc_samples": 64,
                 "n_members": 1, "adversarial": "none", "lam": 0.0}

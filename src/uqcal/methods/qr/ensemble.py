@@ -18,5 +18,17 @@ from uqcal.methods.qr.gaussian_nets import GaussianNetMethod
 
 
 class DeepEnsemble(GaussianNetMethod):
+    """``n_members`` heteroscedastic nets pooled as one Gaussian (``lam`` > 0: quantile regularised); parameters
+    as ``GaussianNetMethod.defaults``, ``fit(X, y)`` / ``predict(X)`` -> ``GaussianPredictive`` in y's units.
+
+    >>> import numpy as np
+    >>> from uqcal.methods.qr import DeepEnsemble
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-2, 2, (64, 1)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=64)
+    >>> prediction = DeepEnsemble(epochs=2, n_members=2, seed=0).fit(X, y).predict(X[:5])
+    >>> prediction.mean.shape, bool((prediction.std > 0).all())
+    ((5,), True)
+    """
+
     defaults = {**GaussianNetMethod.defaults, "epochs": 64, "dropout": 0.0, "mc_samples": 1,
                 "n_members": 5, "adversarial": "fgsm_authors", "lam": 0.0}

@@ -16,8 +16,10 @@ import pandas as pd
 import torch
 from torch import nn
 
+from uqcal.core.predictive import GaussianPredictive
 from uqcal.methods.api import Method, RunContext
-from uqcal.methods.qr.entropy import QuantileRegularizer, gaussian_nll, gaussian_pit
+from uqcal.methods.qr.entropy import SORTS, QuantileRegularizer, gaussian_nll, gaussian_pit
+from uqcal.methods.reference_predictors import regression_arrays
 
 VARIANCE_RULES = ("mixture", "authors")
 ADVERSARIAL = ("none", "fgsm", "fgsm_authors")
@@ -54,10 +56,10 @@ class Standardiser:
     y_std: float
 
     @classmethod
-    def from_split(cls, split: dict, n_features: int) -> Standardiser:
-        x_std = np.asarray(split["x_std"], float).reshape(n_features)
-        return cls(np.asarray(split["x_mean"], float).reshape(n_features), np.where(x_std > 0, x_std, 1.0),
-                   float(split["y_mean"]), float(split["y_std"]) or 1.0)
+    def from_arrays(cls, X: np.ndarray, y: np.ndarray) -> Standardiser:
+        """The training rows' statistics (ddof 0); a constant column or target is left unscaled."""
+        x_std, y_std = X.std(axis=0), float(y.std())
+        return cls(X.mean(axis=0), np.where(x_std > 0, x_std, 1.0), float(y.mean()), y_std if y_std > 0 else 1.0)
 
     def x(self, X: np.ndarray) -> np.ndarray:
         return (X - self.x_mean) / self.x_std
@@ -140,8 +142,22 @@ def mixture_moments(means: np.ndarray, stds: np.ndarray, rule: str) -> tuple[np.
     return mean, np.sqrt(aleatoric + spread)
 
 
+def check_choice(owner: str, key: str, value, allowed: tuple[str, ...]) -> None:
+    """A string parameter must be one of ``allowed``: the error names the estimator, the key and the choices."""
+    if value not in allowed:
+        raise ValueError(f"{owner}.{key}: expected one of {list(allowed)}, got {value!r}")
+
+
 class GaussianNetMethod(Method):
-    """Common trainer: ``n_members`` nets, each predicted with ``mc_samples`` passes, pooled as a mixture."""
+    """Common estimator of Dropout VI and the Deep Ensemble: ``n_members`` heteroscedastic MLPs, each predicted
+    with ``mc_samples`` passes, pooled as one moment-matched Gaussian (``mixture_moments``).
+
+    ``fit(X, y)``: X (n, d) floats, y (n,) targets in their own units. Features and target are standardised
+    with (X, y)'s statistics; with ``calibration_fraction`` > 0 a random part of the rows (the runtime's stream
+    1) is held out of training, and the PITs of the training rows and of that part are kept (``train_pit_``,
+    ``calibration_pit_``, standardised units) for an isotonic recalibration to fit on.
+    ``predict(X)`` -> ``GaussianPredictive`` (mean, std) in y's units.
+    """
 
     defaults = {
         "hidden": 128, "depth": 2, "min_std": 0.1, "lr": 1e-2, "batch_size": 512, "epochs": 64,
@@ -150,94 +166,119 @@ class GaussianNetMethod(Method):
         "variance": "mixture", "calibration_fraction": 0.0,
     }
 
-    def _validate(self) -> None:
-        p = self.params
-        if p["variance"] not in VARIANCE_RULES:
-            raise ValueError(f"variance must be one of {VARIANCE_RULES}, got {p['variance']!r}")
-        if p["adversarial"] not in ADVERSARIAL:
-            raise ValueError(f"adversarial must be one of {ADVERSARIAL}, got {p['adversarial']!r}")
-        if not 0.0 <= p["calibration_fraction"] < 1.0:
-            raise ValueError(f"calibration_fraction must be in [0, 1), got {p['calibration_fraction']}")
-        for key in ("epochs", "batch_size", "n_members", "mc_samples"):
-            if int(p[key]) < 1:
-                raise ValueError(f"{key} must be >= 1, got {p[key]}")
+    def __init__(self, params: dict | None = None, /, **kwargs):
+        super().__init__(params, **kwargs)
+        owner, p = type(self).__name__, self.params
+        check_choice(owner, "variance", p["variance"], VARIANCE_RULES)
+        check_choice(owner, "adversarial", p["adversarial"], ADVERSARIAL)
+        check_choice(owner, "sort", p["sort"], SORTS)
 
-    def train(self, ctx: RunContext) -> None:
-        self.params = dict(ctx.params)
-        self._validate()
-        p = self.params
-        torch.set_num_threads(int(ctx.config.get("torch_threads", 1) or 1))
-        ctx.seed_everything()
-        table, split = ctx.load_data(), ctx.load_split()
-        train_rows, test_rows = np.asarray(split["train"], int), np.asarray(split["test"], int)
-        X_all, y_all = np.asarray(table.X, float), np.asarray(table.y, float)
-        scale = Standardiser.from_split(split, X_all.shape[1])
-        rng = ctx.rng(1)
-        calibration_rows = np.empty(0, int)
+    def fit(self, X, y) -> GaussianNetMethod:
+        X, y = regression_arrays(type(self).__name__, X, y)
+        p, runtime = self.params, self.runtime
+        runtime.seed_everything()  # the nets' initial weights (torch's global stream)
+        scale = self.scale_ = Standardiser.from_arrays(X, y)
+        train_rows, calibration_rows = np.arange(y.size), np.empty(0, int)
         if p["calibration_fraction"] > 0:
-            shuffled = rng.permutation(train_rows)
+            shuffled = runtime.rng(1).permutation(train_rows)
             n_cal = max(2, int(round(p["calibration_fraction"] * shuffled.size)))
             calibration_rows, train_rows = np.sort(shuffled[:n_cal]), np.sort(shuffled[n_cal:])
-
-        def tensors(rows):
-            return (torch.as_tensor(scale.x(X_all[rows]), dtype=torch.float32, device=ctx.device),
-                    torch.as_tensor(scale.y(y_all[rows]), dtype=torch.float32, device=ctx.device))
-
-        X_train, y_train = tensors(train_rows)
+        X_train, y_train = self._tensors(X[train_rows]), self._tensor(scale.y(y[train_rows]))
         spacing = batch_spacing_k(p, int(train_rows.size))
         regularizer = QuantileRegularizer(p["lam"], spacing, p["k_multiplier"], p["sort"], p["tau"], p["spacing_eps"])
         fgsm_eps = None
         if p["adversarial"] == "fgsm":
             feature_range = X_train.max(dim=0).values - X_train.min(dim=0).values
             fgsm_eps = p["fgsm_eps_fraction"] * feature_range  # 0.01 x range, standardised units
-        generator = ctx.torch_generator(2)
+        generator = runtime.torch_generator(2)
         start = time.perf_counter()
-        nets, finals = [], []
-        for _ in ctx.progress(range(int(p["n_members"])), total=int(p["n_members"]), desc=ctx.method):
+        self.nets_, finals = [], []
+        for _ in runtime.progress(range(int(p["n_members"])), total=int(p["n_members"])):
             net = HeteroscedasticMLP(X_train.shape[1], int(p["hidden"]), int(p["depth"]), float(p["dropout"]),
-                                     float(p["min_std"])).to(ctx.device)
+                                     float(p["min_std"])).to(runtime.device)
             finals.append(train_member(net, X_train, y_train, p, regularizer, generator, fgsm_eps))
-            nets.append(net)
+            self.nets_.append(net)
         train_seconds = time.perf_counter() - start
-
-        def predict(rows) -> tuple[np.ndarray, np.ndarray]:
-            X, _ = tensors(rows)
-            passes = [member_passes(net, X, int(p["mc_samples"])) for net in nets]
-            means = np.concatenate([m for m, _ in passes])
-            stds = np.concatenate([s for _, s in passes])
-            return mixture_moments(means, stds, p["variance"])
-
-        def pit_of(rows) -> np.ndarray:
-            if rows.size == 0:
-                return np.empty(0)
-            mean, std = predict(rows)
-            return _norm_cdf((scale.y(y_all[rows]) - mean) / std)
-
-        test_mean, test_std = predict(test_rows)
-        predictions = pd.DataFrame({
-            "y": y_all[test_rows],
-            "mean": scale.y_mean + scale.y_std * test_mean,
-            "std": scale.y_std * test_std,
-        })
-        train_pit = pit_of(train_rows)
-        model = {
-            "state_dicts": [{k: v.cpu() for k, v in net.state_dict().items()} for net in nets],
-            "params": p, "x_mean": scale.x_mean, "x_std": scale.x_std,
-            "y_mean": scale.y_mean, "y_std": scale.y_std,
-            "train_rows": train_rows, "calibration_rows": calibration_rows,
-            "train_pit": train_pit, "calibration_pit": pit_of(calibration_rows),
-        }
-        stats = {
+        self.train_rows_, self.calibration_rows_ = train_rows, calibration_rows
+        self._pit_rows = {"train": (X[train_rows], y[train_rows]), "calibration": (X[calibration_rows],
+                                                                                    y[calibration_rows])}
+        self._pits: dict[str, np.ndarray] = {}
+        self.fit_stats_ = {
             "train_seconds": train_seconds,
             "n_train": int(train_rows.size), "n_calibration": int(calibration_rows.size),
-            "n_test": int(test_rows.size),
             "final_batch_nll": float(np.mean([f.get("nll", math.nan) for f in finals])),
             "final_batch_qr_penalty": float(np.mean([f.get("penalty", math.nan) for f in finals])),
             "spacing_k": spacing,
             "variance_rule": p["variance"], "variance_authors": float(p["variance"] == "authors"),
             "adversarial": p["adversarial"], "lam": float(p["lam"]),
-            "train_ce": _ce_percent(train_pit),
         }
+        self.fitted_ = True
+        return self
+
+    # The PITs are computed when first read, not in fit: MC dropout draws its masks from torch's global stream,
+    # and the pipeline has always predicted the test rows first (the same masks, the same numbers as before).
+    @property
+    def train_pit_(self) -> np.ndarray:
+        """PIT values F_i(y_i) of the rows the nets trained on (standardised units; QR Tables 4-5 fit on these)."""
+        return self._pit("train")
+
+    @property
+    def calibration_pit_(self) -> np.ndarray:
+        """PIT values of the held-out calibration part (empty without ``calibration_fraction``)."""
+        return self._pit("calibration")
+
+    def _pit(self, part: str) -> np.ndarray:
+        self.check_fitted()
+        if part not in self._pits:
+            X, y = self._pit_rows[part]
+            self._pits[part] = self._standardised_pit(X, y)
+        return self._pits[part]
+
+    def predict(self, X) -> GaussianPredictive:
+        self.check_fitted()
+        X, _ = regression_arrays(type(self).__name__, X)
+        mean, std = self._standardised_moments(X)
+        scale = self.scale_
+        return GaussianPredictive(scale.y_mean + scale.y_std * mean, scale.y_std * std)
+
+    def _tensor(self, values: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(values, dtype=torch.float32, device=self.runtime.device)
+
+    def _tensors(self, X: np.ndarray) -> torch.Tensor:
+        return self._tensor(self.scale_.x(X))
+
+    def _standardised_moments(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The pooled mixture's mean and std in standardised units (Sec. 5.2: MC passes x members)."""
+        X = self._tensors(X)
+        passes = [member_passes(net, X, int(self.params["mc_samples"])) for net in self.nets_]
+        means = np.concatenate([m for m, _ in passes])
+        stds = np.concatenate([s for _, s in passes])
+        return mixture_moments(means, stds, self.params["variance"])
+
+    def _standardised_pit(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        if y.size == 0:
+            return np.empty(0)
+        mean, std = self._standardised_moments(X)
+        return _norm_cdf((self.scale_.y(y) - mean) / std)
+
+    def train(self, ctx: RunContext) -> None:
+        torch.set_num_threads(int(ctx.config.get("torch_threads", 1) or 1))
+        self.runtime = ctx.runtime
+        table, split = ctx.load_data(), ctx.load_split()
+        train_rows, test_rows = np.asarray(split["train"], int), np.asarray(split["test"], int)
+        X_all, y_all = np.asarray(table.X, float), np.asarray(table.y, float)
+        prediction = self.fit(X_all[train_rows], y_all[train_rows]).predict(X_all[test_rows])
+        predictions = pd.DataFrame({"y": y_all[test_rows], "mean": prediction.mean, "std": prediction.std})
+        scale = self.scale_
+        model = {
+            "state_dicts": [{k: v.cpu() for k, v in net.state_dict().items()} for net in self.nets_],
+            "params": self.params, "x_mean": scale.x_mean, "x_std": scale.x_std,
+            "y_mean": scale.y_mean, "y_std": scale.y_std,
+            "train_rows": train_rows[self.train_rows_], "calibration_rows": train_rows[self.calibration_rows_],
+            "train_pit": self.train_pit_, "calibration_pit": self.calibration_pit_,
+        }
+        stats = dict(self.fit_stats_)
+        stats.update(n_test=int(test_rows.size), train_ce=_ce_percent(self.train_pit_))
         ctx.save_outputs(predictions, model, stats)
 
     def evaluate(self, ctx: RunContext, predictions=None) -> dict[str, float]:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from uqcal.core.io import load_torch
+from uqcal.core.predictive import GaussianPredictive, RecalibratedPredictive
 from uqcal.methods.api import Method, RunContext
 from uqcal.methods.qr.isotonic_gaussian import StandardisedRecalibration, isotonic_knots
 
@@ -59,32 +60,103 @@ def recalibrated_predictions(y: np.ndarray, mean: np.ndarray, std: np.ndarray,
     return frame, diagnostics
 
 
+def recalibrated_predictive(base: GaussianPredictive, recalibration: StandardisedRecalibration) -> RecalibratedPredictive:
+    """G(y) = R(F(y)) for the Gaussian forecast F and the isotonic map R through ``recalibration``'s knots."""
+    u, r = recalibration.u, recalibration.r
+    rising = np.concatenate([[True], np.diff(r) > 0])  # R^-1 skips R's flat pieces (their left ends)
+    return RecalibratedPredictive(base, cdf_map=lambda p: np.interp(p, u, r),
+                                  inverse_map=lambda q: np.interp(q, r[rising], u[rising]))
+
+
+class _SavedBaseRun:
+    """The pipeline's base: a qr run that already trained (``depends_on``), as it saved itself: the PITs it
+    stored for recalibration and its test predictions (reused, not recomputed: MC dropout would draw anew)."""
+
+    fitted_ = True
+
+    def __init__(self, run_dir):
+        saved = load_torch(run_dir / "model.pt")  # weights_only: the base run may be a pulled file
+        self.train_pit_, self.calibration_pit_ = (np.asarray(saved[k], float) for k in ("train_pit", "calibration_pit"))
+        self.predictions = pd.read_parquet(run_dir / "predictions.parquet")
+
+    def predict(self, X) -> GaussianPredictive:
+        if len(X) != len(self.predictions):
+            raise ValueError(f"the base run predicted {len(self.predictions)} rows, asked for {len(X)}")
+        return GaussianPredictive(self.predictions["mean"].to_numpy(float), self.predictions["std"].to_numpy(float))
+
+
 class IsotonicRecalibrated(Method):
+    """A qr Gaussian model recalibrated by an isotonic map of its PITs (Kuleshov et al. 2018; QR Tables 4-5).
+
+    Parameters: ``fit_on`` (``"train"``: the PITs of the rows the base trained on, as the paper;
+    ``"calibration"``: of the part the base held out, ``calibration_fraction`` > 0), ``endpoint_fix`` (the
+    knot (1, 1) with levels i/(m+1): no truncated support, Sec. 3), ``logpdf_floor`` (pipeline predictions only).
+    ``base``: a DropoutVI or DeepEnsemble, fitted or not.
+
+    ``fit(X, y)``: X (n, d), y (n,); fits ``base`` on them unless it is fitted already (then X and y are not
+    used), and fits the map on the PITs the base kept from its own fit. ``predict(X)`` ->
+    ``RecalibratedPredictive``: the base's Gaussian with its CDF composed with the map.
+
+    >>> import numpy as np
+    >>> from uqcal.methods.qr import DeepEnsemble, IsotonicRecalibrated
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-2, 2, (80, 1)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=80)
+    >>> base = DeepEnsemble(epochs=2, n_members=2, calibration_fraction=0.25, seed=0)
+    >>> model = IsotonicRecalibrated(base=base, fit_on="calibration").fit(X, y)
+    >>> prediction = model.predict(X[:3])
+    >>> bool(np.all((prediction.pit(y[:3]) >= 0) & (prediction.pit(y[:3]) <= 1)))
+    True
+    """
+
     defaults = {"fit_on": "train", "endpoint_fix": False, "logpdf_floor": -20.0}
     cpu_only = True  # numpy on the base run's saved PITs: its cluster job never asks for a GPU
 
+    def __init__(self, params: dict | None = None, /, *, base=None, **kwargs):
+        super().__init__(params, **kwargs)
+        if self.params["fit_on"] not in FIT_ON:
+            raise ValueError(f"{type(self).__name__}.fit_on: expected one of {list(FIT_ON)}, "
+                             f"got {self.params['fit_on']!r}")
+        self.base = base
+
+    def fit(self, X, y) -> IsotonicRecalibrated:
+        if self.base is None:
+            raise ValueError(f"{type(self).__name__}: base is None; pass base=DropoutVI(...) or DeepEnsemble(...)")
+        if not getattr(self.base, "fitted_", False):
+            self.base.fit(X, y)
+        fit_on = self.params["fit_on"]
+        pit = np.asarray(self.base.train_pit_ if fit_on == "train" else self.base.calibration_pit_, float)
+        if pit.size < 2:
+            raise ValueError(f"{type(self).__name__}: the base kept {pit.size} {fit_on} PITs; fit_on: calibration "
+                             "needs a base with calibration_fraction > 0")
+        self.recalibration_ = StandardisedRecalibration(*isotonic_knots(pit, endpoint_fix=bool(self.params["endpoint_fix"])))
+        self.n_recalibration_ = int(pit.size)
+        self.fitted_ = True
+        return self
+
+    def predict(self, X) -> RecalibratedPredictive:
+        self.check_fitted()
+        return recalibrated_predictive(self.base.predict(X), self.recalibration_)
+
     def train(self, ctx: RunContext) -> None:
-        p = ctx.params
-        if p["fit_on"] not in FIT_ON:
-            raise ValueError(f"fit_on must be one of {FIT_ON}, got {p['fit_on']!r}")
         if ctx.depends_dir is None:
             raise ValueError(f"qr method {ctx.method!r} needs depends_on: a base run to recalibrate")
-        base = load_torch(ctx.depends_dir / "model.pt")  # weights_only: the base run may be a pulled file
-        base_pred = pd.read_parquet(ctx.depends_dir / "predictions.parquet")
-        pit = np.asarray(base["train_pit" if p["fit_on"] == "train" else "calibration_pit"], float)
-        if pit.size < 2:
-            raise ValueError(
-                f"{ctx.method}: base run {ctx.depends_dir} stored {pit.size} {p['fit_on']} PITs; "
-                "fit_on: calibration needs a base with calibration_fraction > 0"
-            )
-        u, r = isotonic_knots(pit, endpoint_fix=bool(p["endpoint_fix"]))
-        recalibration = StandardisedRecalibration(u, r)
-        frame, diagnostics = recalibrated_predictions(
-            base_pred["y"].to_numpy(float), base_pred["mean"].to_numpy(float),
-            base_pred["std"].to_numpy(float), recalibration, float(p["logpdf_floor"]))
-        stats = {**diagnostics, "n_recalibration": int(pit.size), "fit_on": p["fit_on"],
+        self.runtime = ctx.runtime
+        self.base = _SavedBaseRun(ctx.depends_dir)
+        table, split = ctx.load_data(), ctx.load_split()
+        X, y = np.asarray(table.X, float), np.asarray(table.y, float)
+        train_rows, test_rows = np.asarray(split["train"], int), np.asarray(split["test"], int)
+        try:
+            prediction = self.fit(X[train_rows], y[train_rows]).predict(X[test_rows])
+        except ValueError as exc:
+            raise ValueError(f"{ctx.method}: base run {ctx.depends_dir}: {exc}") from exc
+        frame, diagnostics = recalibrated_predictions(y[test_rows], prediction.base.mean,
+                                                      prediction.base.std, self.recalibration_,
+                                                      float(self.params["logpdf_floor"]))
+        p = self.params
+        stats = {**diagnostics, "n_recalibration": self.n_recalibration_, "fit_on": p["fit_on"],
                  "endpoint_fix": float(bool(p["endpoint_fix"]))}
-        ctx.save_outputs(frame, {"knots_u": u, "knots_r": r, "base_run": str(ctx.depends_dir)}, stats)
+        knots = {"knots_u": self.recalibration_.u, "knots_r": self.recalibration_.r}
+        ctx.save_outputs(frame, {**knots, "base_run": str(ctx.depends_dir)}, stats)
 
     def evaluate(self, ctx: RunContext, predictions=None) -> dict[str, float]:
         from uqcal.methods.qr.metrics import qr_metrics

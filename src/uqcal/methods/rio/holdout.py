@@ -11,8 +11,8 @@ import numpy as np
 
 @dataclass
 class HoldoutData:
-    x_train: np.ndarray  # standardised with training statistics
-    y_train: np.ndarray  # raw units
+    x_train: np.ndarray  # raw units
+    y_train: np.ndarray
     x_test: np.ndarray
     y_test: np.ndarray
     train_rows: np.ndarray
@@ -27,23 +27,24 @@ class HoldoutData:
 
 
 def load_holdout(ctx) -> HoldoutData:
-    """Train/test rows of the split; inputs standardised with the split's training stats, targets raw."""
+    """Train/test rows of the split, inputs and targets raw (each estimator standardises its inputs with the
+    training rows' statistics, the split's ``x_mean`` / ``x_std``)."""
     table = ctx.load_data()
     split = ctx.load_split()
-    for key in ("train", "test", "x_mean", "x_std"):
+    for key in ("train", "test"):
         if key not in split:
             raise KeyError(f"{ctx.split_path}: rio split lacks {key!r}")
     train_rows = np.asarray(split["train"], dtype=np.int64)
     test_rows = np.asarray(split["test"], dtype=np.int64)
     x = np.asarray(table.X, dtype=float)
     y = np.asarray(table.y, dtype=float).reshape(-1)
-    x_mean = np.asarray(split["x_mean"], dtype=float)
-    x_std = np.asarray(split["x_std"], dtype=float)
-    if x_mean.shape != (x.shape[1],) or x_std.shape != (x.shape[1],):
-        raise ValueError(f"{ctx.split_path}: x_mean/x_std have {x_mean.shape}; data has {x.shape[1]} columns")
-    x_std = np.where(x_std > 0, x_std, 1.0)  # constant columns stay at 0 after centring
-    xs = (x - x_mean) / x_std
-    return HoldoutData(xs[train_rows], y[train_rows], xs[test_rows], y[test_rows], train_rows, test_rows)
+    return HoldoutData(x[train_rows], y[train_rows], x[test_rows], y[test_rows], train_rows, test_rows)
+
+
+def input_standardisation(x_train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column mean and std (ddof 0) of the training inputs; a constant column keeps std 1 (stays at 0)."""
+    x_std = x_train.std(axis=0)
+    return x_train.mean(axis=0), np.where(x_std > 0, x_std, 1.0)
 
 
 def apply_per_dataset(params: dict[str, Any], dataset: str, defaults: dict[str, Any]) -> dict[str, Any]:

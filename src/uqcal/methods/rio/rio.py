@@ -14,15 +14,42 @@ import numpy as np
 import pandas as pd
 import torch
 
+from uqcal.core.predictive import GaussianPredictive
 from uqcal.methods.api import Method, load_predictions
-from uqcal.methods.rio.holdout import apply_per_dataset, load_holdout
-from uqcal.methods.rio.network import load_network, network_predict
+from uqcal.methods.reference_predictors import regression_arrays
+from uqcal.methods.rio.holdout import apply_per_dataset, input_standardisation, load_holdout
+from uqcal.methods.rio.network import RioNetwork
 from uqcal.methods.rio.svgp import KERNEL_INPUTS, fit_svgp
 
 TARGETS = ("residual", "y")
+OPTIMIZERS = ("lbfgs", "adam")
 
 
 class ResidualIOGP(Method):
+    """RIO (R+IO) and its variants: a sparse variational GP on a network's residuals or on the targets, with the
+    I/O kernel or one of its halves (Sec. 3-4; ``target`` and ``kernel_inputs``, the module's docstring).
+
+    Parameters (``defaults``): ``target``, ``kernel_inputs``, ``n_inducing``, ``ard``, ``optimizer``
+    (``"lbfgs"``: L-BFGS-B as the paper, ``max_iter``, ``lbfgs_history``; ``"adam"``: ``batch_size``,
+    ``epochs``, ``lr``), ``minibatch_above``, ``scale_targets``, ``centre_targets``, ``standardise_yhat``;
+    ``per_dataset`` (pipeline only). ``base``: the network, a ``RioNetwork`` fitted or not (None: a default
+    ``RioNetwork`` with this estimator's seed and device).
+
+    ``fit(X, y)``: X (n, d) floats (standardised inside with their own statistics), y (n,) raw targets; fits
+    ``base`` on them unless it is fitted already, then the GP on [X, y_hat]. ``predict(X)`` ->
+    ``GaussianPredictive``: y_hat + the GP's mean for the residual variants (Eq. 7), the GP's mean for the
+    others, and the GP's predictive variance including the noise (y's units).
+
+    >>> import numpy as np
+    >>> from uqcal.methods.rio import ResidualIOGP, RioNetwork
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-2, 2, (60, 2)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=60)
+    >>> rio = ResidualIOGP(base=RioNetwork(max_epochs=5), max_iter=10, seed=0).fit(X, y)
+    >>> prediction = rio.predict(X[:4])
+    >>> prediction.mean.shape, bool((prediction.std > 0).all())
+    ((4,), True)
+    """
+
     defaults = {
         "target": "residual",
         "kernel_inputs": "io",
@@ -45,42 +72,64 @@ class ResidualIOGP(Method):
         "per_dataset": {},  # {dataset: {param: value}}
     }
 
+    def __init__(self, params: dict | None = None, /, *, base=None, **kwargs):
+        super().__init__(params, **kwargs)
+        for key, allowed in (("target", TARGETS), ("kernel_inputs", KERNEL_INPUTS), ("optimizer", OPTIMIZERS)):
+            if self.params[key] not in allowed:
+                raise ValueError(f"{type(self).__name__}.{key}: expected one of {list(allowed)}, "
+                                 f"got {self.params[key]!r}")
+        self.base = base
+
+    def fit(self, X, y) -> ResidualIOGP:
+        X, y = regression_arrays(type(self).__name__, X, y)
+        p = self.params
+        if self.base is None:
+            self.base = RioNetwork(seed=self.runtime.seed, device=self.runtime.device)
+        if not getattr(self.base, "fitted_", False):
+            self.base.fit(X, y)
+        yhat = self.base.predict(X).mean
+        self.x_mean_, self.x_std_ = input_standardisation(X)
+        self.optimizer_ = p["optimizer"]
+        if int(p["minibatch_above"]) > 0 and len(y) > int(p["minibatch_above"]):
+            self.optimizer_ = "adam"
+        self.result_ = fit_residual_gp(
+            self._standardise(X), y, yhat,
+            target=p["target"], kernel_inputs=p["kernel_inputs"], standardise_yhat=bool(p["standardise_yhat"]),
+            ard=bool(p["ard"]), n_inducing=int(p["n_inducing"]), optimizer=self.optimizer_,
+            max_iter=int(p["max_iter"]), lbfgs_history=int(p["lbfgs_history"]), batch_size=int(p["batch_size"]),
+            epochs=int(p["epochs"]), lr=float(p["lr"]), scale_targets=bool(p["scale_targets"]),
+            centre_targets=bool(p["centre_targets"]), seed=int(self.runtime.rng(2).integers(0, 2**31 - 1)),
+            progress=self.runtime.progress, device=self.runtime.device,
+        )  # fmt: skip
+        self.fitted_ = True
+        return self
+
+    def _standardise(self, X: np.ndarray) -> np.ndarray:
+        return (X - self.x_mean_) / self.x_std_
+
+    def predict(self, X) -> GaussianPredictive:
+        self.check_fitted()
+        X, _ = regression_arrays(type(self).__name__, X)
+        mean, var = predict_residual_gp(self.result_, self._standardise(X), self.base.predict(X).mean,
+                                        target=self.params["target"])
+        return GaussianPredictive(mean, np.sqrt(var))
+
     def train(self, ctx) -> None:
         torch.set_num_threads(int(ctx.config.get("torch_threads", 1) or 1))
-        p = apply_per_dataset(ctx.params, ctx.dataset, self.defaults)
-        if p["target"] not in TARGETS:
-            raise ValueError(f"families.rio.methods.{ctx.method}.target={p['target']!r}: expected {TARGETS}")
-        if p["kernel_inputs"] not in KERNEL_INPUTS:
-            raise ValueError(
-                f"families.rio.methods.{ctx.method}.kernel_inputs={p['kernel_inputs']!r}:"
-                f" expected {KERNEL_INPUTS}"
-            )
+        self.runtime = ctx.runtime
+        self.params = apply_per_dataset(self.params, ctx.dataset, self.defaults)
         if ctx.depends_dir is None:
             raise ValueError(f"rio method {ctx.method!r} needs the run directory of `nn` (depends_on)")
         data = load_holdout(ctx)
-        net, saved = load_network(ctx.depends_dir, ctx.device)
-        if saved.get("split_digest") != data.split_digest:
+        self.base = RioNetwork.from_run(ctx.depends_dir, ctx.device)
+        if self.base.saved_.get("split_digest") != data.split_digest:
             raise ValueError(
                 f"{ctx.depends_dir}: the network was trained on a different split than {ctx.split_path}"
             )
-        yhat_train = network_predict(net, data.x_train)
-        yhat_test = network_predict(net, data.x_test)
-        optimizer = p["optimizer"]
-        if int(p["minibatch_above"]) > 0 and len(data.y_train) > int(p["minibatch_above"]):
-            optimizer = "adam"
-
-        result, mean, var = fit_and_predict(
-            data.x_train, data.y_train, yhat_train, data.x_test, yhat_test,
-            target=p["target"], kernel_inputs=p["kernel_inputs"], standardise_yhat=bool(p["standardise_yhat"]),
-            ard=bool(p["ard"]), n_inducing=int(p["n_inducing"]), optimizer=optimizer, max_iter=int(p["max_iter"]),
-            lbfgs_history=int(p["lbfgs_history"]), batch_size=int(p["batch_size"]), epochs=int(p["epochs"]),
-            lr=float(p["lr"]), scale_targets=bool(p["scale_targets"]), centre_targets=bool(p["centre_targets"]),
-            seed=int(ctx.rng(2).integers(0, 2**31 - 1)),
-            progress=ctx.progress, device=ctx.device,
-        )  # fmt: skip
-        predictions = pd.DataFrame(
-            {"row": data.test_rows, "y": data.y_test, "mean": mean, "std": np.sqrt(var), "nn_mean": yhat_test}
-        )
+        prediction = self.fit(data.x_train, data.y_train).predict(data.x_test)
+        predictions = pd.DataFrame({"row": data.test_rows, "y": data.y_test, "mean": prediction.mean,
+                                    "std": prediction.std, "nn_mean": self.base.predict(data.x_test).mean})
+        result, optimizer, p = self.result_, self.optimizer_, self.params
         stats = {
             "noise_var": result.noise_var,
             "fit_seconds": result.fit_seconds,  # GP only; the NN counts as pretrained (App. D.1)
@@ -130,9 +179,10 @@ def combined_inputs(x: np.ndarray, yhat: np.ndarray) -> np.ndarray:
     return np.column_stack([np.asarray(x, dtype=float), np.asarray(yhat, dtype=float).reshape(-1)])
 
 
-def fit_and_predict(x_train, y_train, yhat_train, x_test, yhat_test, *, target="residual", kernel_inputs="io",
-                    standardise_yhat=False, **fit_kwargs):  # fmt: skip
-    """Fit one RIO variant and return (FitResult, predictive mean of y, predictive variance incl. noise).
+def fit_residual_gp(x_train, y_train, yhat_train, *, target="residual", kernel_inputs="io", standardise_yhat=False,
+                    **fit_kwargs):  # fmt: skip
+    """Fit one RIO variant's GP on standardised inputs ``x_train``, raw targets and the network's outputs; returns
+    the FitResult (``fit_svgp``'s keywords pass through).
 
     ``standardise_yhat``: the GP's y_hat column is (y_hat - mean) / std of the training y_hat, so that the
     output kernel's unit initial lengthscale is on the scale of the network's outputs (the authors feed raw
@@ -143,7 +193,6 @@ def fit_and_predict(x_train, y_train, yhat_train, x_test, yhat_test, *, target="
         raise ValueError(f"target={target!r}: expected one of {TARGETS}")
     y_train = np.asarray(y_train, dtype=float).reshape(-1)
     yhat_train = np.asarray(yhat_train, dtype=float).reshape(-1)
-    yhat_test = np.asarray(yhat_test, dtype=float).reshape(-1)
     offset, scale = 0.0, 1.0
     if standardise_yhat:
         offset, scale = float(np.mean(yhat_train)), float(np.std(yhat_train))
@@ -155,9 +204,25 @@ def fit_and_predict(x_train, y_train, yhat_train, x_test, yhat_test, *, target="
         n_features=np.asarray(x_train).shape[1], **fit_kwargs,
     )  # fmt: skip
     result.yhat_offset, result.yhat_scale = offset, scale
-    gp_mean, var = result.predict(combined_inputs(x_test, (yhat_test - offset) / scale))
+    return result
+
+
+def predict_residual_gp(result, x, yhat, *, target="residual") -> tuple[np.ndarray, np.ndarray]:
+    """The predictive mean of y and its variance including the noise, at standardised inputs ``x`` with network
+    outputs ``yhat``, of a GP fitted by ``fit_residual_gp`` with the same ``target``."""
+    yhat = np.asarray(yhat, dtype=float).reshape(-1)
+    gp_mean, var = result.predict(combined_inputs(x, (yhat - result.yhat_offset) / result.yhat_scale))
     # Eq. (7): y_hat + r_bar for residual variants.
-    mean = yhat_test + gp_mean if target == "residual" else gp_mean
+    return (yhat + gp_mean if target == "residual" else gp_mean), var
+
+
+def fit_and_predict(x_train, y_train, yhat_train, x_test, yhat_test, *, target="residual", kernel_inputs="io",
+                    standardise_yhat=False, **fit_kwargs):  # fmt: skip
+    """Fit one RIO variant and return (FitResult, predictive mean of y, predictive variance incl. noise) at the
+    test points: ``fit_residual_gp`` then ``predict_residual_gp`` (inputs standardised, targets raw)."""
+    result = fit_residual_gp(x_train, y_train, yhat_train, target=target, kernel_inputs=kernel_inputs,
+                             standardise_yhat=standardise_yhat, **fit_kwargs)
+    mean, var = predict_residual_gp(result, x_test, yhat_test, target=target)
     return result, mean, var
 
 
