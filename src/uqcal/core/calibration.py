@@ -8,11 +8,17 @@ objects.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from scipy.stats import norm
-from sklearn.isotonic import IsotonicRegression
+from scipy.special import ndtr, ndtri  # not scipy.stats: its import alone takes about a second
 
 from uqcal.core.predictive import NotFittedError
+
+if TYPE_CHECKING:
+    from sklearn.isotonic import IsotonicRegression
+
+_LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 
 __all__ = ["LEVELS", "IsotonicPITMap", "StandardisedRecalibration", "empirical_cdf_pairs", "isotonic_knots"]
 
@@ -71,6 +77,8 @@ class IsotonicPITMap:
         if self.add_endpoints:
             p_sorted = np.concatenate([[0.0], p_sorted, [1.0]])
             levels = np.concatenate([[0.0], levels, [1.0]])
+        from sklearn.isotonic import IsotonicRegression
+
         self._iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip")
         self._iso.fit(p_sorted, levels)
         return self
@@ -144,7 +152,7 @@ class StandardisedRecalibration:
             raise ValueError(f"the first knot must be (0, 0), got ({u[0]}, {r[0]})")
         self.u, self.r = u, r
         self.slopes = np.diff(r) / np.diff(u)
-        self.z = norm.ppf(u)  # -inf at u = 0, +inf at u = 1
+        self.z = ndtri(u)  # -inf at u = 0, +inf at u = 1
         phi = _phi(self.z)
         finite_z = np.where(np.isfinite(self.z), self.z, 0.0)
         z_phi = finite_z * phi  # z phi(z) -> 0 at z = +-inf
@@ -163,20 +171,20 @@ class StandardisedRecalibration:
         return np.where(pit > self.u[-1], 0.0, slope)  # App. B.1: zero beyond c_(m)
 
     def cdf(self, z: np.ndarray) -> np.ndarray:
-        return np.interp(norm.cdf(z), self.u, self.r)
+        return np.interp(ndtr(z), self.u, self.r)
 
     def pdf(self, z: np.ndarray) -> np.ndarray:
-        return norm.pdf(z) * self.slope_at(norm.cdf(z))
+        return _phi(np.asarray(z, float)) * self.slope_at(ndtr(z))
 
     def logpdf(self, z: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore"):
-            return norm.logpdf(z) + np.log(self.slope_at(norm.cdf(z)))
+            return -0.5 * np.square(z) - _LOG_SQRT_2PI + np.log(self.slope_at(ndtr(z)))
 
     def quantile(self, q: np.ndarray) -> np.ndarray:
         """Smallest z with R(Phi(z)) >= q (flat pieces of R are skipped)."""
         q = np.asarray(q, float)
         first = np.concatenate([[True], np.diff(self.r) > 0])
-        return norm.ppf(np.interp(q, self.r[first], self.u[first]))
+        return ndtri(np.interp(q, self.r[first], self.u[first]))
 
     def crps(self, z_obs: np.ndarray, grid_size: int = 20001, z_max: float = 12.0) -> np.ndarray:
         """CRPS(G, z) = int_{-inf}^z G^2 dt + int_z^inf (1 - G)^2 dt, by cumulative trapezoid integrals."""
@@ -191,4 +199,6 @@ class StandardisedRecalibration:
 
 
 def _phi(z: np.ndarray) -> np.ndarray:
-    return np.where(np.isfinite(z), norm.pdf(np.where(np.isfinite(z), z, 0.0)), 0.0)
+    """The standard normal density, 0 at z = +-inf."""
+    finite = np.isfinite(z)
+    return np.where(finite, np.exp(-0.5 * np.square(np.where(finite, z, 0.0)) - _LOG_SQRT_2PI), 0.0)
