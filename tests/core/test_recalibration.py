@@ -190,8 +190,8 @@ def test_temperature_scaling_refuses_misuse():
         TemperatureScaling().fit(prediction, np.array([0.0, 1.0]))
     with pytest.raises(TypeError, match="CategoricalPredictive, got GaussianPredictive"):
         TemperatureScaling().fit(GaussianPredictive(np.zeros(2), np.ones(2)), np.array([0, 1]))
-    with pytest.raises(ValueError, match="inverse_bounds"):
-        TemperatureScaling(inverse_bounds=(1.0, 0.5))
+    with pytest.raises(ValueError, match="temperature_bounds"):
+        TemperatureScaling(temperature_bounds=(1.0, 0.5))
 
 
 def test_zero_probabilities_stay_zero():

@@ -112,16 +112,17 @@ class TemperatureScaling:
 
     The logits z are log p: for p = softmax(z), log p differs from z by a constant per row, which softmax
     ignores, so softmax(log p / T) is Guo et al.'s softmax(z / T). The NLL is convex in 1 / T (a log-sum-exp of
-    terms linear in it, less a linear term), so a bounded scalar search over 1 / T in ``inverse_bounds`` finds
-    its minimum (scipy.optimize.minimize_scalar). Labels must be integers naming the columns
+    terms linear in it, less a linear term), so a bounded scalar search over 1 / T (T within
+    ``temperature_bounds``) finds its minimum (scipy.optimize.minimize_scalar). Labels must be integers naming the columns
     (``CategoricalPredictive.labels``): float labels are refused.
     """
 
-    def __init__(self, inverse_bounds: tuple[float, float] = (1e-3, 1e3)):
-        low, high = (float(b) for b in inverse_bounds)
+    def __init__(self, temperature_bounds: tuple[float, float] = (1e-3, 1e3)):
+        low, high = (float(b) for b in temperature_bounds)
         if not 0.0 < low < high < np.inf:
-            raise ValueError(f"TemperatureScaling: inverse_bounds must be 0 < low < high, got {inverse_bounds!r}")
-        self.inverse_bounds = (low, high)
+            raise ValueError(f"TemperatureScaling: temperature_bounds must be 0 < low < high < inf, got "
+                             f"{temperature_bounds!r}")
+        self.temperature_bounds = (low, high)
         self.temperature_: float | None = None
 
     @staticmethod
@@ -141,7 +142,8 @@ class TemperatureScaling:
         def nll(inverse_temperature: float) -> float:
             return float(-np.mean(log_softmax(logits * inverse_temperature, axis=1)[rows, labels]))
 
-        result = minimize_scalar(nll, bounds=self.inverse_bounds, method="bounded", options={"xatol": 1e-10})
+        low, high = self.temperature_bounds
+        result = minimize_scalar(nll, bounds=(1.0 / high, 1.0 / low), method="bounded", options={"xatol": 1e-10})
         self.temperature_ = float(1.0 / result.x)
         return self
 
