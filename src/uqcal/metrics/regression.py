@@ -64,7 +64,7 @@ def rmse(y, mean) -> float:
 
 # ----------------------------------------------------------------------------- density
 def gaussian_logpdf(y, mean, std) -> np.ndarray:
-    """Pointwise log N(y | mean, std^2)."""
+    """Pointwise log N(y | mean, std^2), the log predictive density of RIO's NLPD (Eq. 10) and QR's NLL."""
     y = as_vector("y", y)
     mean = as_like("mean", mean, y, "y")
     std = as_positive_like("std", std, y, "y")
@@ -92,7 +92,7 @@ def gaussian_nlpd(y, mean, std) -> float:
 
 
 def gaussian_pit(y, mean, std) -> np.ndarray:
-    """Probability integral transform Phi((y - mean) / std) of each target."""
+    """Probability integral transform Phi((y - mean) / std) of each target, the F_t(y_t) of Kuleshov et al. (2018)."""
     y = as_vector("y", y)
     mean = as_like("mean", mean, y, "y")
     std = as_positive_like("std", std, y, "y")
@@ -101,17 +101,31 @@ def gaussian_pit(y, mean, std) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- calibration
 def empirical_frequencies(pit, levels) -> np.ndarray:
-    """p_hat(p) = mean(pit <= p) for each level p (Kuleshov et al. 2018; Iwata & Kumagai Sec. 5)."""
+    """p_hat(p) = mean(pit <= p) for each level p (Kuleshov et al. 2018; Iwata & Kumagai Sec. 5).
+
+    The count of PIT values <= p is the right insertion point of p among the sorted PIT values, so n points
+    and L levels cost O((n + L) log n) time and O(n + L) memory (not an (L, n) comparison matrix: 2 GB for
+    2M points x 999 levels; benchmarks/ece_iwata.py).
+    """
     pit = as_probability_vector("pit", pit)
     levels = as_levels("levels", levels)
-    return np.mean(pit[None, :] <= levels[:, None], axis=1)
+    return np.searchsorted(np.sort(pit), levels, side="right") / pit.size
 
 
 def ece_iwata(pit, levels=ECE_LEVELS) -> float:
-    """Regression ECE of Iwata & Kumagai (Sec. 5): 1/|P| sum_p |p - p_hat(p)|.
+    """Regression ECE of Iwata & Kumagai (Sec. 5): 1/|P| sum_p |p - p_hat(p)|, P = {0.1, ..., 0.9} by default.
 
-    ``p_hat(p) = 1/N sum I(y <= h^{-1}(p|x))``, which equals ``mean(pit <= p)`` for a monotone
-    CDF ``h``; P = {0.1, ..., 0.9} by default.
+    ``p_hat(p) = 1/N sum I(y <= h^{-1}(p|x))``, the fraction of targets at or below the predicted p-quantile,
+    which equals ``mean(pit <= p)`` for a monotone CDF ``h``. A one-sided (quantile) calibration error, the
+    plain mean over the levels.
+
+    Not uncertainty-toolbox's default (``uct.metrics.get_all_metrics``: ``miscalibration_area`` and
+    ``mean_absolute_calibration_error``, both ``prop_type="interval"``, ``num_bins=100``): those compare the
+    observed coverage of the *central* p-intervals with p at 100 levels ``linspace(0, 1, 100)``, and the
+    miscalibration area is the area between the observed curve and the diagonal. A central interval misses on
+    both sides, so for a symmetric over- or under-dispersed predictive its coverage error at level p is about
+    twice the one-sided error at (1 + p) / 2: the toolbox's numbers run about twice this one (e.g. 0.127 against
+    0.065 in issue 39), and the two are not comparable.
     """
     levels = as_levels("levels", levels)
     return float(np.mean(np.abs(levels - empirical_frequencies(pit, levels))))
@@ -153,7 +167,11 @@ def ece_from_quantiles(y, quantiles: Mapping[float, object]) -> float:
 
 
 def total_error(mse_value: float, ece_value: float) -> float:
-    """Iwata & Kumagai's total error TE = (MSE + ECE) / 2."""
+    """Iwata & Kumagai's total error TE = (MSE + ECE) / 2 (Sec. 5).
+
+    A squared error in the target's units plus a unitless frequency: comparable with the paper's Tables 1-4
+    only on standardised targets (the paper does not say which; Table 2's magnitudes suggest standardised ones).
+    ``all_metrics`` leaves it out for that reason."""
     for name, value in (("mse_value", mse_value), ("ece_value", ece_value)):
         if not np.isfinite(value):
             raise ValueError(f"{name}: is not finite ({value})")
@@ -256,7 +274,7 @@ def gaussian_crps_pointwise(y, mean, std) -> np.ndarray:
 
 
 def gaussian_crps(y, mean, std) -> float:
-    """Mean closed-form Gaussian CRPS (lower is better)."""
+    """Mean closed-form Gaussian CRPS (Gneiting & Raftery 2007; lower is better)."""
     return float(np.mean(gaussian_crps_pointwise(y, mean, std)))
 
 
@@ -320,9 +338,12 @@ def mean_over_groups(metric, groups, *arrays, **kwargs) -> float:
 
 # ----------------------------------------------------------------------------- bundles
 def regression_metrics_gaussian(y, mean, std, *, rounded_z: bool = False) -> dict[str, float]:
-    """All shared regression metrics for a Gaussian predictive N(mean, std^2).
+    """All shared regression metrics for a Gaussian predictive N(mean, std^2): the pipeline's bundle.
 
-    Keys: mse, rmse, nlpd, ece, te, ce, cal_score, cov95, cov90, cov68, sharpness, crps.
+    Keys (``metrics.json``, summary.csv, the report specs and paper_numbers.yaml name them): mse, rmse, nlpd,
+    ece (:func:`ece_iwata`), te (:func:`total_error`, meaningful on standardised targets only), ce (:func:`ce_qr`,
+    percent), cal_score (:func:`calibration_score`), cov95, cov90, cov68, sharpness, crps. The library's
+    ``uqcal.metrics.all_metrics`` gives the same numbers under names that say which definition each is.
     ``rounded_z=True`` uses RIO's rounded z values (1.96 / 1.65 / 1.0) for the coverages.
     """
     y = as_vector("y", y)

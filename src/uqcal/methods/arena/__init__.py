@@ -47,7 +47,6 @@ FAMILY = Family(
 _PUBLIC = {
     "IsotonicOnValidation": _ISOTONIC,
     "VarianceScaling": _VARIANCE_SCALING,
-    "variance_scale": "uqcal.methods.arena.posthoc_recalibration:variance_scale",
 }
 __all__ = [
     "FAMILY",
@@ -57,6 +56,5 @@ __all__ = [
     "RECALIBRATIONS",
     "IsotonicOnValidation",
     "VarianceScaling",
-    "variance_scale",
 ]
 __getattr__, __dir__ = lazy_getattr(__name__, _PUBLIC)

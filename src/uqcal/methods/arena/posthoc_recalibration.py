@@ -22,17 +22,10 @@ import numpy as np
 import pandas as pd
 
 from uqcal.core.predictive import GaussianPredictive, RecalibratedPredictive
+from uqcal.core.recalibration import variance_scale
 from uqcal.methods.api import Method, RunContext
 
 QUANTILE_LEVELS = (0.025, 0.05, 0.16, 0.84, 0.95, 0.975)
-
-
-def variance_scale(y: np.ndarray, mean: np.ndarray, std: np.ndarray) -> float:
-    """The NLL-optimal scale factor s of the predictive std on (y, mean, std): sqrt(mean(z^2))."""
-    z = (np.asarray(y, float) - np.asarray(mean, float)) / np.asarray(std, float)
-    if z.size == 0 or not np.all(np.isfinite(z)):
-        raise ValueError("variance scaling needs >= 1 finite validation z-score")
-    return float(np.sqrt(np.mean(z**2)))
 
 
 class _SavedBaseRun:

@@ -7,7 +7,7 @@ so that the acquisition functions can evaluate R(p) and R^-1(p) in torch with gr
 - ``gp`` (default, the paper's: Sec. 5, "we use another GP as our recalibrator model R"): a GP regression
   (``surrogate.fit_gp``: RBF, standardised targets, ML-II) of P_hat(F_t) on F_t with the endpoints (0, 0)
   and (1, 1) added, its posterior mean made monotone by a running maximum and rescaled onto [0, 1].
-- ``isotonic`` (ablation): ``uqcal.core.calibration.IsotonicRecalibrator`` (Kuleshov et al.'s choice) with the
+- ``isotonic`` (ablation): ``uqcal.core.calibration.IsotonicPITMap`` (Kuleshov et al.'s choice) with the
   endpoints pinned.
 - Identity while fewer than ``min_points`` PIT values exist.
 
@@ -29,9 +29,9 @@ from scipy.stats import norm
 from sklearn.isotonic import IsotonicRegression  # imported here so recal_seconds excludes import time
 
 try:  # the shared building block (uqcal.core.calibration on main)
-    from uqcal.core.calibration import IsotonicRecalibrator
+    from uqcal.core.calibration import IsotonicPITMap
 except ImportError:  # pragma: no cover - older checkouts
-    IsotonicRecalibrator = None
+    IsotonicPITMap = None
 
 RECALIBRATORS = ("gp", "isotonic")
 # Knots dense in the tails (uniform in z = Phi^-1(p)) so that R^-1 of tail levels stays accurate.
@@ -113,8 +113,8 @@ def torch_interp(x: torch.Tensor, xp: torch.Tensor, fp: torch.Tensor) -> torch.T
 
 
 def _isotonic_values(pit: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    if IsotonicRecalibrator is not None:
-        values = np.asarray(IsotonicRecalibrator().fit(pit)(GRID), dtype=float)
+    if IsotonicPITMap is not None:
+        values = np.asarray(IsotonicPITMap().fit(pit)(GRID), dtype=float)
     else:
         x = np.concatenate([[0.0], pit, [1.0]])
         y = np.concatenate([[0.0], targets, [1.0]])
