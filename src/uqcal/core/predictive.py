@@ -170,9 +170,11 @@ class QuantilePredictive(RegressionPredictive):
 
     def ppf(self, q) -> np.ndarray:
         q = np.asarray(q, dtype=np.float64)
-        if np.any((q < self.levels[0]) | (q > self.levels[-1])):
+        # Round-off such as (1 - 0.9) / 2 = 0.04999999999999999 still names the outer level.
+        if np.any((q < self.levels[0] - 1e-9) | (q > self.levels[-1] + 1e-9)):
             raise ValueError(f"QuantilePredictive.ppf: levels must lie in [{self.levels[0]:g}, "
                              f"{self.levels[-1]:g}] (the predicted range), got {q.tolist()}")
+        q = np.clip(q, self.levels[0], self.levels[-1])
         out = np.array([np.interp(np.atleast_1d(q), self.levels, row) for row in self.quantiles])
         return out[:, 0] if q.ndim == 0 else out
 
