@@ -26,7 +26,7 @@ from uqcal.pipeline.paper_numbers import DatasetRelation, Reference, load_refere
 from uqcal.pipeline.report import html as H
 from uqcal.pipeline.report.claims import evaluate_claims
 from uqcal.pipeline.report.figures import build_figure
-from uqcal.pipeline.report.figures.base import FigureContext, pit_values
+from uqcal.pipeline.report.figures.base import FigureContext, Rendered, pit_values
 from uqcal.pipeline.report.provenance import Provenance, collect, read_run_devices
 from uqcal.pipeline.report.results import RunFiles, load_tables, with_ece_floors
 from uqcal.pipeline.report.tables import FAILURE_MARK, BuiltTable, build_table, fit_failure_counts, to_html, to_markdown
@@ -114,6 +114,12 @@ def _metrics_json(summary: pd.DataFrame, metrics: list[str] | None = None) -> di
     return out
 
 
+def figure_checks(figures: list) -> list[dict]:
+    """What the text-overlap check found in each drawn figure, and its natural width (the browser test reads it)."""
+    return [{"stem": f.stem, "title": f.title, "width_px": f.width_px, "overlaps": f.overlaps}
+            for f in figures if isinstance(f, Rendered)]
+
+
 def _dvc_plot_data(spec: dict, files: RunFiles, out_dir: Path) -> list[Path]:
     """Per-series CSVs under ``reports/<family>/plots/<plot>/`` for ``dvc plots show`` (see dvc_plots
     in spec)."""
@@ -185,6 +191,7 @@ def build_family(
         from uqcal.pipeline.report.leaderboard import build_leaderboard
 
         leaderboard_html = build_leaderboard(spec["leaderboard"], runs, files, fam_out, names).html
+    write_json(fam_out / "figure_checks.json", figure_checks(figures))
     write_json(fam_out / "metrics.json", _metrics_json(summary, spec.get("summary")))
     write_json(fam_out / "claims.json", [c.as_dict() for c in claims])
     _dvc_plot_data(spec, files, fam_out)

@@ -12,12 +12,23 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.layout_engine import PlaceHolderLayoutEngine
+from matplotlib.text import Text
 from scipy import stats
 
 from uqcal.core.io import write_bytes
 from uqcal.pipeline.report.results import RunFiles
 
 plt.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "uqcal", "figure.dpi": 100})
+MAX_WIDTH_IN = 12.0  # 1,152 CSS px as SVG: the page's column holds it at its natural size
+
+
+class SavedFigure(dict):
+    """"svg"/"png" -> path, with what the figure check found at save time: ``overlaps`` (pairs of visible texts
+    that collide, :func:`overlapping_texts`) and ``width_px`` (the PNG's width: the figure's natural size)."""
+
+    overlaps: list[str]
+    width_px: int
 
 
 @dataclass
@@ -25,7 +36,15 @@ class Rendered:
     title: str
     caption: str
     stem: str  # file stem under <family>/figures/
-    files: dict[str, Path] = field(default_factory=dict)  # "svg"/"png" -> path
+    files: dict[str, Path] = field(default_factory=dict)  # "svg"/"png" -> path (a SavedFigure)
+
+    @property
+    def overlaps(self) -> list[str]:
+        return list(getattr(self.files, "overlaps", []))
+
+    @property
+    def width_px(self) -> int | None:
+        return getattr(self.files, "width_px", None)
 
 
 @dataclass
@@ -53,15 +72,79 @@ def figure_stem(figure_id: str, dataset: str = "all", setting: str = "all") -> s
     return "__".join(_slug(part) for part in (figure_id, dataset, setting))
 
 
-def save_figure(fig, out_dir: Path, stem: str) -> dict[str, Path]:
-    """Write SVG and PNG atomically; return their paths."""
-    paths = {}
+def _drawn_texts(fig) -> list[Text]:
+    """The figure's visible, non-empty Text artists as drawn: tick labels only of ticks inside the axis' view
+    (matplotlib keeps labels of ticks it does not draw), nothing of a hidden Axes."""
+    hidden: set[int] = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            low, high = sorted(axis.get_view_interval())
+            span = (high - low) or 1.0
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                if not low - 1e-9 * span <= tick.get_loc() <= high + 1e-9 * span:
+                    hidden.update((id(tick.label1), id(tick.label2)))
+    texts = []
+    for text in fig.findobj(Text):
+        if id(text) in hidden or not text.get_visible() or not text.get_text().strip():
+            continue
+        if text.axes is not None and not text.axes.get_visible():  # a hidden panel's texts are not drawn
+            continue
+        legend = next((lg for lg in _legends(fig) if text in lg.texts or text is lg.get_title()), None)
+        if legend is None or legend.get_visible():
+            texts.append(text)
+    return texts
+
+
+def _legends(fig) -> list:
+    return [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+
+
+def overlapping_texts(fig, tolerance_px: float = 1.0) -> list[str]:
+    """What collides in a drawn figure (after ``fig.canvas.draw()``): pairs of visible Text artists (tick labels,
+    axis labels, titles, annotations, legend entries) whose bounding boxes overlap by more than ``tolerance_px``
+    in both directions, and texts that run into a panel they do not belong to (a y-label into its left-hand
+    neighbour). Each as "'a' / 'b'"; an empty list: nothing collides."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = _drawn_texts(fig)
+    boxes = [(text.get_text(), text.get_window_extent(renderer)) for text in texts]
+
+    def overlap(a, b) -> bool:
+        return (min(a.x1, b.x1) - max(a.x0, b.x0) > tolerance_px
+                and min(a.y1, b.y1) - max(a.y0, b.y0) > tolerance_px)
+
+    found = [f"{name_a!r} / {name_b!r}" for i, (name_a, a) in enumerate(boxes)
+             for name_b, b in boxes[i + 1:] if overlap(a, b)]
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    for text, (name, box) in zip(texts, boxes, strict=True):
+        own = text.axes.bbox.bounds if text.axes is not None else None
+        for ax in panels:
+            # a twin axis shares its panel's box; an inset or a colorbar is a panel of its own
+            if ax.bbox.bounds != own and overlap(box, ax.bbox):
+                found.append(f"{name!r} / panel {ax.get_title() or ax.get_label() or '?'!r}")
+    return found
+
+
+def save_figure(fig, out_dir: Path, stem: str) -> SavedFigure:
+    """Write SVG and PNG atomically; return their paths, with the text-overlap check's findings and the natural
+    width (the report shows a figure at that width and the browser test holds it to the check)."""
+    width, height = fig.get_size_inches()
+    if width > MAX_WIDTH_IN:  # wider would be shown shrunk below its natural size in the page's column
+        fig.set_size_inches(MAX_WIDTH_IN, height)
+    if fig.get_layout_engine() is None or isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
+        # room for every label (suptitles, neighbours' y-labels, legends), redone at the saved size; a one-off
+        # tight_layout leaves the placeholder
+        fig.set_layout_engine("constrained")
+    paths = SavedFigure()
+    paths.overlaps = overlapping_texts(fig)
     for ext in ("svg", "png"):
         buffer = io.BytesIO()
         fig.savefig(buffer, format=ext, bbox_inches="tight", metadata={"Date": None} if ext == "svg" else None)
         path = Path(out_dir) / f"{stem}.{ext}"
         write_bytes(path, buffer.getvalue())
         paths[ext] = path
+        if ext == "png":
+            paths.width_px = int(plt.imread(io.BytesIO(buffer.getvalue())).shape[1])
     plt.close(fig)
     return paths
 
