@@ -33,7 +33,8 @@ figure{margin:1em 0} figcaption{font-size:.9em;margin-bottom:.3em} .note,.skip{c
 .bydata{font-weight:normal;font-size:.9em;white-space:nowrap}
 table.evidence td{white-space:normal;text-align:right} td.rowdetail{text-align:left;color:#555;font-size:.9em}
 .figs{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}
-.figs figure{flex:0 0 auto;width:min-content;max-width:100%;margin:0}
+.figs figure{flex:0 1 auto;width:fit-content;max-width:100%;margin:0}
+.figs figcaption{width:0;min-width:100%}
 .figs img{max-width:100%;height:auto;border:1px solid #eee}
 details{margin:.4em 0} summary{cursor:pointer;color:#225}
 code{background:#f4f4f4;padding:0 .2em} ul.tablenotes{font-size:.85em;margin:.2em 0 0 1em}

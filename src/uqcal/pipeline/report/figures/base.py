@@ -72,27 +72,28 @@ def figure_stem(figure_id: str, dataset: str = "all", setting: str = "all") -> s
     return "__".join(_slug(part) for part in (figure_id, dataset, setting))
 
 
-def _drawn_texts(fig) -> list[Text]:
-    """The figure's visible, non-empty Text artists as drawn: tick labels only of ticks inside the axis' view
-    (matplotlib keeps labels of ticks it does not draw), nothing of a hidden Axes."""
+def _drawn_texts(fig) -> list[tuple[Text, object]]:
+    """The figure's visible, non-empty Text artists as drawn, each with the Axes it belongs to (None for the
+    figure's own: suptitle, figure legends): tick labels only of ticks inside the axis' view (matplotlib keeps
+    labels of ticks it does not draw), nothing of a hidden Axes or legend."""
+    owner: dict[int, object] = {}
     hidden: set[int] = set()
     for ax in fig.axes:
+        for text in ax.findobj(Text):  # an axis' labels and tick labels have no ``.axes`` of their own
+            owner.setdefault(id(text), ax)
+            if not ax.get_visible():
+                hidden.add(id(text))
         for axis in (ax.xaxis, ax.yaxis):
             low, high = sorted(axis.get_view_interval())
             span = (high - low) or 1.0
             for tick in axis.get_major_ticks() + axis.get_minor_ticks():
                 if not low - 1e-9 * span <= tick.get_loc() <= high + 1e-9 * span:
                     hidden.update((id(tick.label1), id(tick.label2)))
-    texts = []
-    for text in fig.findobj(Text):
-        if id(text) in hidden or not text.get_visible() or not text.get_text().strip():
-            continue
-        if text.axes is not None and not text.axes.get_visible():  # a hidden panel's texts are not drawn
-            continue
-        legend = next((lg for lg in _legends(fig) if text in lg.texts or text is lg.get_title()), None)
-        if legend is None or legend.get_visible():
-            texts.append(text)
-    return texts
+    for legend in _legends(fig):
+        if not legend.get_visible():
+            hidden.update(id(text) for text in legend.findobj(Text))
+    return [(text, owner.get(id(text))) for text in fig.findobj(Text)
+            if id(text) not in hidden and text.get_visible() and text.get_text().strip()]
 
 
 def _legends(fig) -> list:
@@ -107,7 +108,7 @@ def overlapping_texts(fig, tolerance_px: float = 1.0) -> list[str]:
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     texts = _drawn_texts(fig)
-    boxes = [(text.get_text(), text.get_window_extent(renderer)) for text in texts]
+    boxes = [(text.get_text(), text.get_window_extent(renderer)) for text, _ in texts]
 
     def overlap(a, b) -> bool:
         return (min(a.x1, b.x1) - max(a.x0, b.x0) > tolerance_px
@@ -116,8 +117,8 @@ def overlapping_texts(fig, tolerance_px: float = 1.0) -> list[str]:
     found = [f"{name_a!r} / {name_b!r}" for i, (name_a, a) in enumerate(boxes)
              for name_b, b in boxes[i + 1:] if overlap(a, b)]
     panels = [ax for ax in fig.axes if ax.get_visible()]
-    for text, (name, box) in zip(texts, boxes, strict=True):
-        own = text.axes.bbox.bounds if text.axes is not None else None
+    for (_, ax_of_text), (name, box) in zip(texts, boxes, strict=True):
+        own = ax_of_text.bbox.bounds if ax_of_text is not None else None
         for ax in panels:
             # a twin axis shares its panel's box; an inset or a colorbar is a panel of its own
             if ax.bbox.bounds != own and overlap(box, ax.bbox):

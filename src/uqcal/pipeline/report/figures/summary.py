@@ -7,7 +7,7 @@ import fnmatch
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from uqcal.pipeline.report.figures.base import FigureContext, Rendered, Skipped, figure_stem, method_label, save_figure
 
@@ -120,6 +120,7 @@ def build_bar(spec: dict, ctx: FigureContext) -> list:
         ax.axvline(float(spec["reference_line"]), color="k", ls="--", lw=1, label="nominal")
     if spec.get("logy"):
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # labels on the decades only: minor ones crowd a short range
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     stem = figure_stem(spec["id"])
     return [Rendered(spec.get("title", metric), spec.get("caption", ""), stem, save_figure(fig, ctx.out_dir, stem))]
