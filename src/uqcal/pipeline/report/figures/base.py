@@ -68,7 +68,7 @@ def _slug(text: str) -> str:
 
 
 def figure_stem(figure_id: str, dataset: str = "all", setting: str = "all") -> str:
-    """``<figure>__<dataset>__<setting>``: the Snakemake report pattern splits on the double underscores."""
+    """``<figure>__<dataset>__<setting>``: double underscores keep the three parts apart."""
     return "__".join(_slug(part) for part in (figure_id, dataset, setting))
 
 
