@@ -103,7 +103,7 @@ def _claim_details(res: ClaimResult) -> str:
 def legend_html() -> str:
     items = "".join(f'<li><span class="{verdict_class(v)}"><b>{escape(v)}</b></span>: {escape(text)}</li>'
                     for v, text in LEGEND.items())
-    return (f'<details class="legend"><summary>What the verdicts mean</summary><ul>{items}</ul>'
+    return (f'<details class="legend"><summary>Legend: what the verdicts mean</summary><ul>{items}</ul>'
             '<p>Each row is one test at 5 %, Holm-adjusted within the claim where the claim counts rows; a tie '
             'never supports a claim. docs/verdicts.md gives the formulas and references.</p></details>')
 
@@ -120,19 +120,17 @@ def claims_html(results: list[ClaimResult]) -> str:
             not_run.setdefault(where, []).append(res)
             continue
         source = f" <small>({escape(res.source)})</small>" if res.source else ""
-        others = "".join(f'<br><span class="bydata {verdict_class(v)}">{escape(name)}: {escape(v)}</span>'
-                         for name, (v, _) in list(res.by_data.items())[1:])
+        others = "".join(f' <span class="bydata {verdict_class(v)}">({escape(name)}: {escape(v.replace("_", " "))})'
+                         "</span>" for name, (v, _) in list(res.by_data.items())[1:])
         rows.append(
             f'<tr id="claim-{escape(res.id)}"><td><details><summary>{escape(res.text)}{source}</summary>'
             f"{_claim_details(res)}</details></td>"
-            f'<td class="verdict {verdict_class(res.verdict)}">{escape(res.verdict)}{others}</td></tr>'
+            f'<td class="verdict {verdict_class(res.verdict)}">{escape(res.verdict.replace("_", " "))}{others}</td></tr>'
         )
     declared = next((r.runs_source for r in results if r.runs_declared is not None), "")
     out = ([f"<p><b>Runs per claim</b>, fixed before any result: {escape(declared)}.</p>"] if declared else [])
-    out += ['<p class="note">Verdicts: <b>reproduced</b> (or reproduced_smaller) · <b>consistent</b> (not '
-           "significant, underpowered) · <b>smaller_than_paper</b> · <b>contradicted</b>; where the paper has no "
-           "number: <b>generalises</b> · <b>undecided</b> · <b>does_not_generalise</b>. Open a claim for its rows: "
-           "ours ± se beside the paper's, the prediction interval and the tests.</p>", legend_html()]
+    out += ['<p class="note">One line per claim; open it for its rows (ours ± se beside the paper\'s, the prediction '
+            "interval and the tests).</p>", legend_html()]
     if rows:
         out.append('<table class="claims"><thead><tr><th>claim (open for the numbers behind it)</th><th>verdict</th>'
                    "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
