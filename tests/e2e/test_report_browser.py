@@ -1,6 +1,9 @@
 """Load reports/index.html and every family page in headless Chromium (Debian's `chromium`, no downloads):
 every table and image on the page is present and renders, no link is broken, no console messages, no
-network references; a screenshot of each page is saved as a test artifact.
+network references; a screenshot of each page is saved as a test artifact. At a 1440 px window no table box
+scrolls sideways (its scrollWidth fits its clientWidth), no figure is shown below 80 % of its natural width, and
+every figure the report drew passed the text-overlap check (reports/<family>/figure_checks.json, written by
+the report's save_figure).
 
 Pages come from the lead's `smoke_run` fixture (the smoke pipeline's reports/) when it exists, and from a
 small results tree generated here. Without chromium the test skips, except under CI=true where it fails.
@@ -43,9 +46,15 @@ PROBE = (
   var imgs = Array.from(document.images).map(function (i) {
     return {src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0, w: i.naturalWidth}; });
   var tables = Array.from(document.querySelectorAll('table')).map(function (t) { return t.rows.length; });
+  var shown = Array.from(document.images).map(function (i) {
+    return {src: i.getAttribute('src'), natural: i.naturalWidth, shown: i.clientWidth}; });
+  var boxes = Array.from(document.querySelectorAll('.tablebox, .scroll, table')).filter(function (b) {
+    return !b.parentElement.closest('.tablebox, .scroll'); }).map(function (b) {
+    return {id: (b.closest('[id]') || {}).id || b.tagName, scroll: b.scrollWidth, client: b.clientWidth,
+            width: b.getBoundingClientRect().width, column: document.body.clientWidth}; });
   document.documentElement.setAttribute('"""
     + PROBE_ATTR
-    + """', JSON.stringify({imgs: imgs, tables: tables}));
+    + """', JSON.stringify({imgs: imgs, tables: tables, shown: shown, boxes: boxes}));
 });</script>"""
 )
 
@@ -99,6 +108,29 @@ class PageRefs(HTMLParser):
                 self.external.append(attrs[key])
 
 
+WINDOW_WIDTH = 1440
+MIN_SHOWN = 0.8  # a figure may be shown at no less than 80 % of its natural width
+
+
+def layout_problems(page: Path, probe: dict) -> list[str]:
+    """Table boxes that scroll sideways or stick out of the page's column, figures shrunk below MIN_SHOWN of
+    their natural width."""
+    problems = [f"{page}: table box {box['id']} overflows: {box['scroll']} px of content in {box['client']} px"
+                for box in probe["boxes"] if box["scroll"] > box["client"] or box["width"] > box["column"] + 1]
+    problems += [f"{page}: figure {img['src']} shown at {img['shown']} of its {img['natural']} px"
+                 for img in probe["shown"] if img["natural"] and img["shown"] < MIN_SHOWN * img["natural"]]
+    return problems
+
+
+def overlap_problems(family_dir: Path) -> list[str]:
+    """Figures whose texts collide, as the report's text-overlap check recorded them at save time."""
+    checks = family_dir / "figure_checks.json"
+    if not checks.exists():
+        return [f"{checks}: missing (the report writes it for every family)"]
+    return [f"{family_dir.name}/{fig['stem']}: overlapping text {fig['overlaps']}"
+            for fig in json.loads(checks.read_text()) if fig["overlaps"]]
+
+
 def check_page(page: Path, screenshot_dir: Path) -> list[str]:
     """Every problem found on one page (empty list = pass)."""
     problems = []
@@ -124,6 +156,7 @@ def check_page(page: Path, screenshot_dir: Path) -> list[str]:
                 "--enable-logging=stderr",
                 "--v=0",
                 "--virtual-time-budget=5000",
+                f"--window-size={WINDOW_WIDTH},900",
                 "--dump-dom",
                 probe_copy.as_uri(),
             ]
@@ -143,10 +176,11 @@ def check_page(page: Path, screenshot_dir: Path) -> list[str]:
             problems.append(f"{page}: {len(refs.images)} images in the source, {len(probe['imgs'])} in the DOM")
         if len(probe["tables"]) != refs.tables or any(rows == 0 for rows in probe["tables"]):
             problems.append(f"{page}: tables in DOM {probe['tables']} vs {refs.tables} in the source")
+        problems += layout_problems(page, probe)
     screenshot_dir.mkdir(parents=True, exist_ok=True)
     shot = screenshot_dir / f"{page.parent.name}-{page.stem}.png"
     result = run_chromium(
-        ["--window-size=1280,2400", "--virtual-time-budget=5000", f"--screenshot={shot}", page.as_uri()]
+        [f"--window-size={WINDOW_WIDTH},2400", "--virtual-time-budget=5000", f"--screenshot={shot}", page.as_uri()]
     )
     if result.returncode != 0 or not shot.exists() or shot.stat().st_size == 0:
         problems.append(f"{page}: screenshot failed: {result.stderr[-400:]}")
@@ -195,12 +229,15 @@ def test_pages_render_in_headless_chromium(reports_dir, artifacts_dir, request):
     shots = artifacts_dir / "report-screenshots" / request.node.callspec.id
     with ThreadPoolExecutor(max_workers=4) as pool:  # chromium start-up dominates; pages are independent
         problems = [p for found in pool.map(lambda page: check_page(page, shots), pages) for p in found]
+    problems += [p for family in families for p in overlap_problems(reports_dir / family)]
     assert not problems, "\n".join(problems)
     assert len(list(shots.glob("*.png"))) == len(pages)
-    for family in families:  # the claims checklist is the first section on each family page
+    for family in families:  # ours against the paper first (where the paper has numbers), then the claims checklist
         text = (reports_dir / family / "index.html").read_text()
+        paper_first = text.find("<h2>Ours against the paper")
         assert (
-            text.index("Claims checklist")
+            paper_first
+            < text.index("Claims checklist")
             < text.index("<h2>Tables")
             < text.index("<h2>Figures")
             < text.index("<h2>Provenance")
@@ -222,3 +259,28 @@ def test_checker_catches_broken_pages(tmp_path, artifacts_dir):
     assert "broken reference nowhere.html" in problems
     assert "network references" in problems
     assert "image did not render: figures/missing.svg" in problems
+
+
+def test_checker_catches_wide_tables_and_shrunk_figures(tmp_path, artifacts_dir):
+    """The layout checks can fail: a table wider than its box and a figure squeezed to half its width."""
+    chromium_binary()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    page = tmp_path / "reports" / "index.html"
+    (page.parent / "figures").mkdir(parents=True)
+    fig, ax = plt.subplots(figsize=(8, 3))
+    ax.plot([0, 1])
+    fig.savefig(page.parent / "figures" / "wide.png")
+    plt.close(fig)
+    cells = "".join(f"<td>{'W' * 60}{i}</td>" for i in range(10))  # unbreakable words
+    page.write_text(
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><title>x</title></head><body style="max-width:900px">'
+        f'<div class="tablebox" id="wide" style="overflow-x:auto"><table><tr>{cells}</tr></table></div>'
+        '<img src="figures/wide.png" alt="w" style="width:400px"></body></html>'
+    )
+    problems = "\n".join(check_page(page, artifacts_dir / "layout-page"))
+    assert "table box wide overflows" in problems
+    assert "figure figures/wide.png shown at 400 of its 800 px" in problems

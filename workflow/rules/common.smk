@@ -5,7 +5,6 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from uqcal.methods.api import get_family
 from uqcal.pipeline import locks as L
 from uqcal.pipeline import plan as P
 from uqcal.pipeline import records as R
@@ -122,29 +121,10 @@ if any("slurm_partition" in P.resources(UQ, *key) for key in _TRAIN_KEYS):
     TRAIN_PARTITION["slurm_partition"] = lambda w: train_resource(w, "slurm_partition")
 
 
-# Report outputs are declared here (not in report.smk) because `snakemake --lint` wants functions
-# in common files; see report.smk.
-
-
 def _report_outputs():
-    """Per family: its figures and its table fragments as report directories."""
+    """Per family: its figures and its table fragments (directories the report fills)."""
     outputs = {}
     for family in FAMILY_NAMES:
-        category = get_family(family).title
-        outputs[f"{family}_figures"] = report(
-            directory(f"reports/{family}/figures"),
-            patterns=["{figure}__{dataset}__{setting}.svg"],
-            caption=f"../report/{family}.rst",
-            category=category,
-            subcategory="{dataset}",
-            labels={"figure": "{figure}", "dataset": "{dataset}", "setting": "{setting}"},
-        )
-        outputs[f"{family}_tables"] = report(
-            directory(f"reports/{family}/tables"),
-            patterns=["{table}.html"],
-            caption="../report/table.rst",
-            category=category,
-            subcategory="tables",
-            labels={"table": "{table}"},
-        )
+        outputs[f"{family}_figures"] = directory(f"reports/{family}/figures")
+        outputs[f"{family}_tables"] = directory(f"reports/{family}/tables")
     return outputs

@@ -1,10 +1,7 @@
 # Reports: HTML + Markdown tables, figures and provenance under reports/ (uqcal.pipeline.report), from each
 # family's results/<family>/runs.parquet and summary.csv (uqcal aggregate) and, for what is not a metric, the
 # planned runs' folders (predictions, model.pt, train_stats.json): job_inputs lists both.
-# `snakemake --report report.html` embeds each family's figures (category = family, subcategory = dataset)
-# and table fragments; captions live in workflow/report/.
-
-report: "../report/workflow.rst"
+# One report system: reports/ (no `snakemake --report` captions).
 
 
 localrules:

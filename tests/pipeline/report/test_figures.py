@@ -227,3 +227,54 @@ def test_shipped_report_specs_load_and_name_known_figure_types(family):
     spec = load_spec(family)
     for figure in spec.get("figures") or []:
         assert figure["type"] in figures.BUILDERS, (family, figure["id"], figure["type"])
+
+
+def test_overlap_check_finds_texts_built_to_collide_and_passes_a_clean_figure():
+    import matplotlib.pyplot as plt
+
+    from uqcal.pipeline.report.figures.base import overlapping_texts
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([0, 1], [0, 1])
+    ax.set(xlabel="x (m)", ylabel="y (s)", title="clean")
+    assert overlapping_texts(fig) == []
+    # two annotations at the same point, and long rotated-off tick labels on a narrow axis
+    ax.annotate("first label", (0.5, 0.5))
+    ax.annotate("second label", (0.52, 0.51))
+    found = overlapping_texts(fig)
+    assert found == ["'first label' / 'second label'"]
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(1.5, 2))
+    ax.set_xticks(range(4), ["a long method name"] * 4)
+    assert any("a long method name" in pair for pair in overlapping_texts(fig))
+    plt.close(fig)
+
+
+def test_overlap_check_finds_a_label_running_into_the_next_panel_and_skips_hidden_texts():
+    import matplotlib.pyplot as plt
+
+    from uqcal.pipeline.report.figures.base import overlapping_texts
+
+    fig, axes = plt.subplots(1, 2, figsize=(4, 2))
+    fig.subplots_adjust(wspace=0.0)  # no room: the right panel's y-label lies over the left panel
+    axes[1].set_ylabel("a y-label in the way")
+    assert any("a y-label in the way" in found and "panel" in found for found in overlapping_texts(fig))
+    axes[1].set_visible(False)  # a hidden panel's texts are not drawn, so they collide with nothing
+    assert overlapping_texts(fig) == []
+    plt.close(fig)
+
+
+def test_save_figure_records_the_check_and_the_natural_width(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from uqcal.pipeline.report.figures.base import MAX_WIDTH_IN, save_figure
+
+    fig, ax = plt.subplots(figsize=(20, 2))  # wider than the page: saved at MAX_WIDTH_IN
+    ax.annotate("same place", (0.5, 0.5))
+    ax.annotate("same place too", (0.5, 0.5))
+    saved = save_figure(fig, tmp_path, "wide")
+    assert saved.overlaps == ["'same place' / 'same place too'"]
+    assert saved["png"].exists() and saved["svg"].exists()
+    width = plt.imread(saved["png"]).shape[1]
+    assert saved.width_px == width and width <= MAX_WIDTH_IN * 100 + 20  # dpi 100, bbox "tight" adds a margin
+    assert Rendered("t", "c", "wide", saved).overlaps == saved.overlaps

@@ -26,7 +26,7 @@ from uqcal.pipeline.paper_numbers import DatasetRelation, Reference, load_refere
 from uqcal.pipeline.report import html as H
 from uqcal.pipeline.report.claims import evaluate_claims
 from uqcal.pipeline.report.figures import build_figure
-from uqcal.pipeline.report.figures.base import FigureContext, pit_values
+from uqcal.pipeline.report.figures.base import FigureContext, Rendered, pit_values
 from uqcal.pipeline.report.provenance import Provenance, collect, read_run_devices
 from uqcal.pipeline.report.results import RunFiles, load_tables, with_ece_floors
 from uqcal.pipeline.report.tables import FAILURE_MARK, BuiltTable, build_table, fit_failure_counts, to_html, to_markdown
@@ -97,6 +97,7 @@ class FamilyReport:
     devices: pd.DataFrame | None = None  # where the runs trained (provenance.read_run_devices)
     leaderboard_html: str = ""  # a leaderboard section (uqcal.pipeline.report.leaderboard)
     budget_notes: list[str] = field(default_factory=list)  # the config's report.budget_notes.<family>
+    paper_figures: list = field(default_factory=list)  # ours against the paper, one per paper table
 
 
 def _metrics_json(summary: pd.DataFrame, metrics: list[str] | None = None) -> dict:
@@ -112,6 +113,24 @@ def _metrics_json(summary: pd.DataFrame, metrics: list[str] | None = None) -> di
             float(rec.mean), 6
         )
     return out
+
+
+def paper_comparison_figures(tables: list[BuiltTable], out_dir: Path, names: dict[str, str]) -> list:
+    """One figure per table that has published numbers: ours beside the paper's (figures.paper)."""
+    import matplotlib.pyplot as plt
+
+    from uqcal.pipeline.report.figures.paper import build_paper_comparison
+
+    try:
+        return [drawn for table in tables if (drawn := build_paper_comparison(table, out_dir, names)) is not None]
+    finally:
+        plt.close("all")
+
+
+def figure_checks(figures: list) -> list[dict]:
+    """What the text-overlap check found in each drawn figure, and its natural width (the browser test reads it)."""
+    return [{"stem": f.stem, "title": f.title, "width_px": f.width_px, "overlaps": f.overlaps}
+            for f in figures if isinstance(f, Rendered)]
 
 
 def _dvc_plot_data(spec: dict, files: RunFiles, out_dir: Path) -> list[Path]:
@@ -176,6 +195,7 @@ def build_family(
         write_text(fam_out / "tables" / f"{table.id}.html", to_html(table, names))
     for sub in ("figures", "tables"):  # always present: Snakemake declares them as directory outputs
         (fam_out / sub).mkdir(parents=True, exist_ok=True)
+    paper_figures = paper_comparison_figures(tables, fam_out / "figures", names)
     fig_ctx = FigureContext(family, config, summary, files, fam_out / "figures", names)
     figures = []
     for fig_spec in spec.get("figures") or []:
@@ -185,13 +205,14 @@ def build_family(
         from uqcal.pipeline.report.leaderboard import build_leaderboard
 
         leaderboard_html = build_leaderboard(spec["leaderboard"], runs, files, fam_out, names).html
+    write_json(fam_out / "figure_checks.json", figure_checks(paper_figures + figures))
     write_json(fam_out / "metrics.json", _metrics_json(summary, spec.get("summary")))
     write_json(fam_out / "claims.json", [c.as_dict() for c in claims])
     _dvc_plot_data(spec, files, fam_out)
     n_runs = int(runs.groupby(["dataset", "setting", "method", "seed"]).ngroups) if not runs.empty else 0
     budget_notes = list(((config.get("report") or {}).get("budget_notes") or {}).get(family) or [])
     return FamilyReport(family, spec, summary, claims, tables, figures, datasets, n_runs, reference, failures,
-                        read_run_devices(files), leaderboard_html, budget_notes)
+                        read_run_devices(files), leaderboard_html, budget_notes, paper_figures)
 
 
 def _build_family_task(task: tuple) -> FamilyReport:
@@ -226,18 +247,22 @@ def family_page(rep: FamilyReport, prov: Provenance, reference: Reference, famil
             f"(fit_failures &gt; 0 in train_stats.json; the job logged a warning naming each run): "
             f"{escape(cells)}. Table cells built on them are marked {FAILURE_MARK} k/n.</p>"
         )
+    if rep.paper_figures:  # what a reader of a reproduction looks at first
+        body.append("<h2>Ours against the paper</h2>")
+        body.append(H.figures_html(rep.paper_figures))
     if rep.leaderboard_html:
         body.append("<h2>Leaderboard</h2>")
         body.append(rep.leaderboard_html)
     body.append(f"<h2>Claims checklist ({escape(H.claims_count(rep.claims))})</h2>")
     body.append(H.claims_html(rep.claims))
     body.append("<h2>Tables</h2>")
+    names = {**reference.method_names, **(spec.get("method_names") or {})}
+    data_notes = list(dict.fromkeys(note for table in rep.tables for note in table.data_notes))
+    if data_notes:  # which datasets are the paper's and which stand in, once for every table below
+        body.append('<ul class="datanotes">' + "".join(f"<li>{escape(note)}</li>" for note in data_notes) + "</ul>")
     for table in rep.tables:
         links = f'<p><small>Markdown: <a href="tables/{escape(table.id)}.md">tables/{escape(table.id)}.md</a></small></p>'  # noqa: E501
-        body.append(
-            f'<div class="scroll">{to_html(table, {**reference.method_names, **(spec.get("method_names") or {})})}'  # noqa: E501
-            f"</div>{links}"
-        )
+        body.append(f"{to_html(table, names, data_notes=False)}{links}")
     body.append("<h2>Figures</h2>")
     body.append(H.figures_html(rep.figures))
     body.append("<h2>Provenance</h2>")

@@ -15,23 +15,28 @@ from uqcal.pipeline.report.verdicts import LEGEND, NOT_RUN, VERDICTS, ClaimResul
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;
- margin:1.5em auto;max-width:1200px;
+ margin:1.5em auto;max-width:1280px;
  padding:0 1em;color:#222;line-height:1.4}
 h1{font-size:1.6em;margin-bottom:.2em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
 nav a{margin-right:1em} table{border-collapse:collapse;font-size:.85em;margin:.4em 0}
 th,td{border:1px solid #ccc;padding:.2em .45em;text-align:right;white-space:nowrap}
-th{background:#f2f2f2;text-align:left} table.results th{text-align:right}
-td.ds{text-align:left} td.standin{background:#fff7e0} td.same{background:#eef7ee}
-td.paper{color:#555;background:#fafafa;font-size:.95em} td.within{color:#176117} td.outside{color:#a11}
+th{background:#f2f2f2;text-align:left}
+.tablebox,.scroll{max-width:100%;overflow-x:auto} table.results td,table.results th,table.paperref td,table.paperref th
+{white-space:normal;vertical-align:top} table.results th{text-align:center} th.rowhead{text-align:left !important;
+font-weight:normal;background:#fafafa} .num{white-space:nowrap} span.standin{background:#fff7e0}
+span.same{background:#eef7ee} span.paper{color:#555;font-size:.9em} span.within{color:#176117}
+span.outside{color:#a11} p.metric{margin:.6em 0 0} ul.datanotes{font-size:.9em;color:#555}
 figure{margin:1em 0} figcaption{font-size:.9em;margin-bottom:.3em} .note,.skip{color:#8a5a00}
 .claims th{text-align:left} .claims td{text-align:left;white-space:normal;vertical-align:top}
 .verdict{font-weight:bold}
 .held{color:#176117} .notheld{color:#a11} .notrun{color:#777} .inconclusive{color:#8a5a00}
 .bydata{font-weight:normal;font-size:.9em;white-space:nowrap}
 table.evidence td{white-space:normal;text-align:right} td.rowdetail{text-align:left;color:#555;font-size:.9em}
-.figs{display:flex;flex-wrap:wrap;gap:1em} .figs figure{max-width:560px}
-.figs img{max-width:100%;border:1px solid #eee}
-.scroll{overflow-x:auto} details{margin:.4em 0} summary{cursor:pointer;color:#225}
+.figs{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}
+.figs figure{flex:0 1 auto;width:fit-content;max-width:100%;margin:0}
+.figs figcaption{width:0;min-width:100%}
+.figs img{max-width:100%;height:auto;border:1px solid #eee}
+details{margin:.4em 0} summary{cursor:pointer;color:#225}
 code{background:#f4f4f4;padding:0 .2em} ul.tablenotes{font-size:.85em;margin:.2em 0 0 1em}
 td.fitfail{background:#fde8e8} span.fitfail{color:#a11;font-weight:bold} p.fitfail{color:#a11}
 div.budget{border-left:4px solid #8a5a00;background:#fff8e6;padding:2px 12px;margin:8px 0}
@@ -98,7 +103,7 @@ def _claim_details(res: ClaimResult) -> str:
 def legend_html() -> str:
     items = "".join(f'<li><span class="{verdict_class(v)}"><b>{escape(v)}</b></span>: {escape(text)}</li>'
                     for v, text in LEGEND.items())
-    return (f'<details class="legend"><summary>What the verdicts mean</summary><ul>{items}</ul>'
+    return (f'<details class="legend"><summary>Legend: what the verdicts mean</summary><ul>{items}</ul>'
             '<p>Each row is one test at 5 %, Holm-adjusted within the claim where the claim counts rows; a tie '
             'never supports a claim. docs/verdicts.md gives the formulas and references.</p></details>')
 
@@ -115,19 +120,17 @@ def claims_html(results: list[ClaimResult]) -> str:
             not_run.setdefault(where, []).append(res)
             continue
         source = f" <small>({escape(res.source)})</small>" if res.source else ""
-        others = "".join(f'<br><span class="bydata {verdict_class(v)}">{escape(name)}: {escape(v)}</span>'
-                         for name, (v, _) in list(res.by_data.items())[1:])
+        others = "".join(f' <span class="bydata {verdict_class(v)}">({escape(name)}: {escape(v.replace("_", " "))})'
+                         "</span>" for name, (v, _) in list(res.by_data.items())[1:])
         rows.append(
             f'<tr id="claim-{escape(res.id)}"><td><details><summary>{escape(res.text)}{source}</summary>'
             f"{_claim_details(res)}</details></td>"
-            f'<td class="verdict {verdict_class(res.verdict)}">{escape(res.verdict)}{others}</td></tr>'
+            f'<td class="verdict {verdict_class(res.verdict)}">{escape(res.verdict.replace("_", " "))}{others}</td></tr>'
         )
     declared = next((r.runs_source for r in results if r.runs_declared is not None), "")
     out = ([f"<p><b>Runs per claim</b>, fixed before any result: {escape(declared)}.</p>"] if declared else [])
-    out += ['<p class="note">Verdicts: <b>reproduced</b> (or reproduced_smaller) · <b>consistent</b> (not '
-           "significant, underpowered) · <b>smaller_than_paper</b> · <b>contradicted</b>; where the paper has no "
-           "number: <b>generalises</b> · <b>undecided</b> · <b>does_not_generalise</b>. Open a claim for its rows: "
-           "ours ± se beside the paper's, the prediction interval and the tests.</p>", legend_html()]
+    out += ['<p class="note">One line per claim; open it for its rows (ours ± se beside the paper\'s, the prediction '
+            "interval and the tests).</p>", legend_html()]
     if rows:
         out.append('<table class="claims"><thead><tr><th>claim (open for the numbers behind it)</th><th>verdict</th>'
                    "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")

@@ -92,9 +92,10 @@ class BuiltTable:
     paper_table: dict | None
     paper_methods: dict[str, set[str]]  # metric -> methods with any paper value in this table
     not_run: list[str]
-    notes: list[str]
+    notes: list[str]  # what this table's numbers mean (failed fits, runs per method)
     marks_against: str | None = None
     failed_cells: int = 0  # cells with a failed fit (marked ⚠)
+    data_notes: list[str] = field(default_factory=list)  # stand-in / same-data notes: the page shows them once
 
 
 FAILURE_MARK = "⚠"
@@ -114,6 +115,8 @@ def fit_failure_counts(failures: pd.DataFrame | None) -> dict[tuple[str, str, st
 def fmt(value: float | None, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
+    if float(value).is_integer() and abs(value) < 1e15:  # counts (iterations, runs) read as counts
+        return str(int(value))
     magnitude = abs(value)
     if magnitude != 0 and (magnitude >= 1e4 or magnitude < 1e-3):
         return f"{value:.2e}"
@@ -220,11 +223,11 @@ def build_table(
         for (metric, method), cell in row.cells.items():
             if cell.paper is not None:
                 paper_methods[metric].add(method)
-    notes = []
+    notes, data_notes = [], []
     stand_ins = {r.dataset: r.relation for r in rows if r.relation.kind == "stand_in"}
     for name, rel in stand_ins.items():
         target = f"the paper's {rel.paper}" if rel.paper else "a paper dataset"
-        notes.append(
+        data_notes.append(
             f"Stand-in: our dataset '{name}' stands in for {target} ({rel.note}); "
             "paper values beside it are for a different dataset and are not comparable."
         )
@@ -233,7 +236,7 @@ def build_table(
         notes.insert(0, FAILURE_NOTE)
     notes.extend(run_count_notes(rows))
     for name, rel in {r.dataset: r.relation for r in rows if r.relation.kind == "same"}.items():
-        notes.append(
+        data_notes.append(
             f"Same data: our '{name}' is the paper's '{rel.paper}'; 'within' means our mean lies "
             "inside the paper's mean ± reported std."
         )
@@ -253,6 +256,7 @@ def build_table(
         notes=notes,
         marks_against=spec.get("marks_against"),
         failed_cells=failed_cells,
+        data_notes=data_notes,
     )
 
 
@@ -366,17 +370,61 @@ def to_markdown(table: BuiltTable, names: dict[str, str] | None = None) -> str:
     )
     if table.marks_against:
         lines.append(f"- {_marks_note(table, names)}")
-    for note in table.notes:
+    for note in table.notes + table.data_notes:
         lines.append(f"- {note}")
     if table.not_run:
         lines.append(f"- Not run: {', '.join(table.not_run)}.")
     return "\n".join(lines) + "\n"
 
 
-def to_html(table: BuiltTable, names: dict[str, str] | None = None) -> str:
+MAX_COLUMNS = 6  # value columns per table box: at the page's 1,280 px, six stacked "ours / paper" cells fit
+
+
+def _grid(corner: str, row_heads: list[str], col_heads: list[str], cell, table_class: str = "results") -> list[str]:
+    """HTML table boxes of a rows x columns grid, the columns split into boxes of at most MAX_COLUMNS so that
+    no box is wider than the page's column; ``cell(i, j)`` gives the ``<td>`` of row i, column j."""
+    out = []
+    for start in range(0, max(len(col_heads), 1), MAX_COLUMNS):
+        cols = range(start, min(start + MAX_COLUMNS, len(col_heads)))
+        head = "".join(f"<th>{col_heads[j]}</th>" for j in cols)
+        body = "".join(f'<tr><th class="rowhead">{row_heads[i]}</th>{"".join(cell(i, j) for j in cols)}</tr>'
+                       for i in range(len(row_heads)))
+        out.append(f'<div class="tablebox"><table class="{table_class}"><thead><tr><th>{corner}</th>{head}</tr>'
+                   f"</thead><tbody>{body}</tbody></table></div>")
+    return out
+
+
+def _cell_html(cell: Cell) -> str:
+    """Our mean ± std (bold: tied with the row's best), with the paper's value and its verdict below it."""
+    esc = html.escape
+    if cell.mean is None and cell.paper is None:
+        return "<td>–</td>"
+    ours = f'<span class="num">{esc(_cell_text(cell))}</span>'
+    if cell.bold and cell.mean is not None:
+        ours = f"<b>{ours}</b>"
+    title = f' title="n={cell.n}"' if cell.mean is not None else ""
+    klass = ""
+    if cell.failed_runs:
+        title = (f' title="n={cell.n}; {cell.failed_runs} of {cell.checked_runs} runs had a failed fit '
+                 '(fit_failures &gt; 0)"')
+        ours += f' <span class="fitfail">{esc(_failure_text(cell).strip())}</span>'
+        klass = ' class="fitfail"'
+    if cell.paper is not None:
+        paper = fmt(float(cell.paper["mean"]))
+        if cell.paper.get("std") is not None:
+            paper += f" ± {fmt(float(cell.paper['std']))}"
+        verdict = f" ({esc(cell.verdict)})" if cell.verdict else ""
+        ours += (f'<br><span class="paper {esc(cell.verdict.replace(" ", "-"))}">paper <span class="num">'
+                 f"{esc(paper)}</span>{verdict}</span>")
+    return f"<td{title}{klass}>{ours}</td>"
+
+
+def to_html(table: BuiltTable, names: dict[str, str] | None = None, data_notes: bool = True) -> str:
+    """One table box per metric (and per MAX_COLUMNS columns), the paper's value under ours in each cell; methods
+    as rows where there are more methods than datasets, so that a table grows down the page, not across it.
+    ``data_notes=False`` leaves the stand-in / same-data notes to the page, which shows them once."""
     names = names or {}
     esc = html.escape
-    cols = _headers(table, names)
     out = [
         f'<figure class="table" id="table-{esc(table.id)}">',
         f"<figcaption><b>{esc(table.title)}</b>"
@@ -386,55 +434,26 @@ def to_html(table: BuiltTable, names: dict[str, str] | None = None) -> str:
     if not table.rows:
         out.append(f'<p class="notrun">No results for this table: {esc(NOT_RUN)}</p>')
     else:
-        out.append('<table class="results">')
-        top = ['<th rowspan="2">dataset</th><th rowspan="2">setting</th>']
+        keys = [f'<span class="{ {"same": "same", "stand_in": "standin"}.get(r.relation.kind, "")}">'
+                f"{esc(r.relation.label())}</span> / {esc(r.setting)}" for r in table.rows]
+        methods = [esc(names.get(m, m)) for m in table.methods]
+        methods_as_rows = len(table.methods) > len(table.rows)
         for metric in table.metrics:
-            span = sum(1 for c in cols if c[0] == metric)
-            top.append(f'<th colspan="{span}">{esc(metric)} {_direction(table, metric)}</th>')
-        out.append("<thead><tr>" + "".join(top) + "</tr><tr>")
-        out.append(
-            "".join(
-                f'<th class="{kind}">{esc(names.get(method, method))}{" (paper)" if kind == "paper" else ""}</th>'  # noqa: E501
-                for _, method, kind in cols
-            )
-            + "</tr></thead><tbody>"
-        )
-        for row in table.rows:
-            kind_class = {"same": "same", "stand_in": "standin"}.get(row.relation.kind, "")
-            tds = [
-                f'<td class="ds {kind_class}">{esc(row.relation.label())}</td>',
-                f"<td>{esc(row.setting)}</td>",
-            ]
-            for metric, method, kind in cols:
-                cell = row.cells[(metric, method)]
-                if kind == "paper":
-                    tds.append(
-                        f'<td class="paper {esc(cell.verdict.replace(" ", "-"))}">{esc(_paper_text(cell))}</td>'  # noqa: E501
-                    )
-                else:
-                    text = esc(_cell_text(cell))
-                    title = f' title="n={cell.n}"' if cell.mean is not None else ""
-                    failed = ""
-                    if cell.failed_runs:
-                        title = (f' title="n={cell.n}; {cell.failed_runs} of {cell.checked_runs} runs had a failed '
-                                 'fit (fit_failures &gt; 0)"')
-                        failed = f' <span class="fitfail">{esc(_failure_text(cell).strip())}</span>'
-                    klass = ' class="fitfail"' if cell.failed_runs else ""
-                    tds.append(
-                        f"<td{title}{klass}><b>{text}</b>{failed}</td>"
-                        if cell.bold and cell.mean is not None
-                        else f"<td{title}{klass}>{text}{failed}</td>"
-                    )
-            out.append("<tr>" + "".join(tds) + "</tr>")
-        out.append("</tbody></table>")
+            corner = f"{esc(metric)} {_direction(table, metric)}"
+            if methods_as_rows:
+                out += _grid(corner, methods, keys,
+                             lambda i, j, metric=metric: _cell_html(table.rows[j].cells[(metric, table.methods[i])]))
+            else:
+                out += _grid(corner, keys, methods,
+                             lambda i, j, metric=metric: _cell_html(table.rows[i].cells[(metric, table.methods[j])]))
     out.append('<ul class="tablenotes">')
     out.append(
-        f"<li>Mean ± std over seeds. <b>Bold</b>: not significantly different from the row's best "
-        f"(paired {esc(table.test)} across seeds, 5 %).</li>"
+        f"<li>Mean ± std over seeds; the paper's mean ± its reported spread below ours. <b>Bold</b>: not "
+        f"significantly different from the best (paired {esc(table.test)} across seeds, 5 %).</li>"
     )
     if table.marks_against:
         out.append(f"<li>{esc(_marks_note(table, names))}</li>")
-    out.extend(f"<li>{esc(note)}</li>" for note in table.notes)
+    out.extend(f"<li>{esc(note)}</li>" for note in table.notes + (table.data_notes if data_notes else []))
     if table.not_run:
         out.append(f'<li class="notrun">Not run: {esc(", ".join(table.not_run))}.</li>')
     out.append("</ul>")
@@ -445,32 +464,22 @@ def to_html(table: BuiltTable, names: dict[str, str] | None = None) -> str:
 
 
 def paper_table_html(paper_table: dict, names: dict[str, str]) -> str:
-    """The published table as transcribed (collapsed), so it is visible even where we did not run."""
+    """The published table as transcribed (collapsed), so it is visible even where we did not run: one table per
+    metric, methods as rows."""
     esc = html.escape
     frame = pd.DataFrame(paper_table["records"])
     frame["value"] = [
         fmt(float(m)) + ("" if s is None or pd.isna(s) else f" ± {fmt(float(s))}")
         for m, s in zip(frame["mean"], frame.get("std", [None] * len(frame)), strict=False)
     ]
-    frame["column"] = [
-        f"{metric}: {names.get(method, method)}" for metric, method in zip(frame["metric"], frame["method"], strict=False)
-    ]
-    wide = frame.pivot_table(index=["dataset", "setting"], columns="column", values="value", aggfunc="first", sort=False)
-    cols = list(dict.fromkeys(frame["column"]))
-    wide = wide.reindex(columns=cols)
-    out = [
-        f"<details><summary>Published {esc(paper_table['table'])} as transcribed</summary>",
-        '<table class="paperref"><thead><tr><th>dataset</th><th>setting</th>'
-        + "".join(f"<th>{esc(c)}</th>" for c in cols)
-        + "</tr></thead><tbody>",
-    ]
-    for (dataset, setting), values in wide.iterrows():
-        out.append(
-            f"<tr><td>{esc(str(dataset))}</td><td>{esc(str(setting))}</td>"
-            + "".join(f"<td>{esc('' if pd.isna(v) else str(v))}</td>" for v in values)
-            + "</tr>"
-        )
-    out.append("</tbody></table>")
+    frame["key"] = [f"{d} / {s}" for d, s in zip(frame["dataset"], frame["setting"], strict=True)]
+    out = [f"<details><summary>Published {esc(paper_table['table'])} as transcribed</summary>"]
+    for metric, part in frame.groupby("metric", sort=False):
+        wide = part.pivot_table(index="method", columns="key", values="value", aggfunc="first", sort=False)
+        wide = wide.reindex(index=list(dict.fromkeys(part["method"])), columns=list(dict.fromkeys(part["key"])))
+        out += _grid(esc(str(metric)), [esc(names.get(m, m)) for m in wide.index], [esc(c) for c in wide.columns],
+                     lambda i, j, wide=wide: f'<td><span class="num">{esc("" if pd.isna(v := wide.iat[i, j]) else v)}'
+                                             "</span></td>", table_class="paperref")
     if paper_table.get("note"):
         out.append(f'<p class="note">{esc(paper_table["note"])}</p>')
     out.append("</details>")

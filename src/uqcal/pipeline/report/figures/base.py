@@ -12,12 +12,23 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.layout_engine import PlaceHolderLayoutEngine
+from matplotlib.text import Text
 from scipy import stats
 
 from uqcal.core.io import write_bytes
 from uqcal.pipeline.report.results import RunFiles
 
 plt.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "uqcal", "figure.dpi": 100})
+MAX_WIDTH_IN = 12.0  # 1,152 CSS px as SVG: the page's column holds it at its natural size
+
+
+class SavedFigure(dict):
+    """"svg"/"png" -> path, with what the figure check found at save time: ``overlaps`` (pairs of visible texts
+    that collide, :func:`overlapping_texts`) and ``width_px`` (the PNG's width: the figure's natural size)."""
+
+    overlaps: list[str]
+    width_px: int
 
 
 @dataclass
@@ -25,7 +36,15 @@ class Rendered:
     title: str
     caption: str
     stem: str  # file stem under <family>/figures/
-    files: dict[str, Path] = field(default_factory=dict)  # "svg"/"png" -> path
+    files: dict[str, Path] = field(default_factory=dict)  # "svg"/"png" -> path (a SavedFigure)
+
+    @property
+    def overlaps(self) -> list[str]:
+        return list(getattr(self.files, "overlaps", []))
+
+    @property
+    def width_px(self) -> int | None:
+        return getattr(self.files, "width_px", None)
 
 
 @dataclass
@@ -49,19 +68,84 @@ def _slug(text: str) -> str:
 
 
 def figure_stem(figure_id: str, dataset: str = "all", setting: str = "all") -> str:
-    """``<figure>__<dataset>__<setting>``: the Snakemake report pattern splits on the double underscores."""
+    """``<figure>__<dataset>__<setting>``: double underscores keep the three parts apart."""
     return "__".join(_slug(part) for part in (figure_id, dataset, setting))
 
 
-def save_figure(fig, out_dir: Path, stem: str) -> dict[str, Path]:
-    """Write SVG and PNG atomically; return their paths."""
-    paths = {}
+def _drawn_texts(fig) -> list[tuple[Text, object]]:
+    """The figure's visible, non-empty Text artists as drawn, each with the Axes it belongs to (None for the
+    figure's own: suptitle, figure legends): tick labels only of ticks inside the axis' view (matplotlib keeps
+    labels of ticks it does not draw), nothing of a hidden Axes or legend."""
+    owner: dict[int, object] = {}
+    hidden: set[int] = set()
+    for ax in fig.axes:
+        for text in ax.findobj(Text):  # an axis' labels and tick labels have no ``.axes`` of their own
+            owner.setdefault(id(text), ax)
+            if not ax.get_visible():
+                hidden.add(id(text))
+        for axis in (ax.xaxis, ax.yaxis):
+            low, high = sorted(axis.get_view_interval())
+            span = (high - low) or 1.0
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                if not low - 1e-9 * span <= tick.get_loc() <= high + 1e-9 * span:
+                    hidden.update((id(tick.label1), id(tick.label2)))
+    for legend in _legends(fig):
+        if not legend.get_visible():
+            hidden.update(id(text) for text in legend.findobj(Text))
+    return [(text, owner.get(id(text))) for text in fig.findobj(Text)
+            if id(text) not in hidden and text.get_visible() and text.get_text().strip()]
+
+
+def _legends(fig) -> list:
+    return [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+
+
+def overlapping_texts(fig, tolerance_px: float = 1.0) -> list[str]:
+    """What collides in a drawn figure (after ``fig.canvas.draw()``): pairs of visible Text artists (tick labels,
+    axis labels, titles, annotations, legend entries) whose bounding boxes overlap by more than ``tolerance_px``
+    in both directions, and texts that run into a panel they do not belong to (a y-label into its left-hand
+    neighbour). Each as "'a' / 'b'"; an empty list: nothing collides."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = _drawn_texts(fig)
+    boxes = [(text.get_text(), text.get_window_extent(renderer)) for text, _ in texts]
+
+    def overlap(a, b) -> bool:
+        return (min(a.x1, b.x1) - max(a.x0, b.x0) > tolerance_px
+                and min(a.y1, b.y1) - max(a.y0, b.y0) > tolerance_px)
+
+    found = [f"{name_a!r} / {name_b!r}" for i, (name_a, a) in enumerate(boxes)
+             for name_b, b in boxes[i + 1:] if overlap(a, b)]
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    for (_, ax_of_text), (name, box) in zip(texts, boxes, strict=True):
+        own = ax_of_text.bbox.bounds if ax_of_text is not None else None
+        for ax in panels:
+            # a twin axis shares its panel's box; an inset or a colorbar is a panel of its own
+            if ax.bbox.bounds != own and overlap(box, ax.bbox):
+                found.append(f"{name!r} / panel {ax.get_title() or ax.get_label() or '?'!r}")
+    return found
+
+
+def save_figure(fig, out_dir: Path, stem: str) -> SavedFigure:
+    """Write SVG and PNG atomically; return their paths, with the text-overlap check's findings and the natural
+    width (the report shows a figure at that width and the browser test holds it to the check)."""
+    width, height = fig.get_size_inches()
+    if width > MAX_WIDTH_IN:  # wider would be shown shrunk below its natural size in the page's column
+        fig.set_size_inches(MAX_WIDTH_IN, height)
+    if fig.get_layout_engine() is None or isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
+        # room for every label (suptitles, neighbours' y-labels, legends), redone at the saved size; a one-off
+        # tight_layout leaves the placeholder
+        fig.set_layout_engine("constrained")
+    paths = SavedFigure()
+    paths.overlaps = overlapping_texts(fig)
     for ext in ("svg", "png"):
         buffer = io.BytesIO()
         fig.savefig(buffer, format=ext, bbox_inches="tight", metadata={"Date": None} if ext == "svg" else None)
         path = Path(out_dir) / f"{stem}.{ext}"
         write_bytes(path, buffer.getvalue())
         paths[ext] = path
+        if ext == "png":
+            paths.width_px = int(plt.imread(io.BytesIO(buffer.getvalue())).shape[1])
     plt.close(fig)
     return paths
 

@@ -11,6 +11,7 @@ import pandas as pd
 import seaborn as sns
 
 from uqcal.core.io import load_torch
+from uqcal.core.predictive import CategoricalPredictive, RegressionPredictive
 from uqcal.pipeline.layout import RunLayout
 from uqcal.pipeline.report.figures.base import (
     FigureContext,
@@ -22,12 +23,30 @@ from uqcal.pipeline.report.figures.base import (
     pit_values,
     render,
 )
+from uqcal.plots import calibration_curve, reliability_diagram
+
+
+class StoredPIT(RegressionPredictive):
+    """A run's predictive as predictions.parquet keeps it: its PIT values F_i(y_i) (the ``pit`` column, or the Gaussian
+    CDF of ``mean``/``std``), which is all a calibration curve reads. The values are F at the run's own targets, so
+    ``cdf(y)`` reads only how many targets ``y`` holds."""
+
+    def __init__(self, pit):
+        self.values = np.clip(np.asarray(pit, dtype=np.float64), 0.0, 1.0)
+
+    def __len__(self) -> int:
+        return int(self.values.shape[0])
+
+    def cdf(self, y) -> np.ndarray:
+        if len(y) != len(self):
+            raise ValueError(f"StoredPIT: y has {len(y)} values for {len(self)} stored PIT values")
+        return self.values
 
 
 def build_pit_calibration(spec: dict, ctx: FigureContext) -> list:
-    """Predicted-vs-empirical CDF (regression calibration curve): for p in (0,1), fraction of PIT ≤ p."""
+    """Predicted-vs-empirical CDF (regression calibration curve, ``uqcal.plots.calibration_curve``): for p in
+    (0,1), fraction of PIT ≤ p."""
     out = []
-    levels = np.linspace(0, 1, 21)
     for dataset, setting in panel_keys(ctx, spec):
         fig, ax = plt.subplots(figsize=(4.2, 4.0))
         drawn = 0
@@ -36,25 +55,19 @@ def build_pit_calibration(spec: dict, ctx: FigureContext) -> list:
             pit = None if frame is None else pit_values(frame)
             if pit is None or len(pit) == 0:
                 continue
-            observed = [(pit <= p).mean() for p in levels]
-            (line,) = ax.plot(levels, observed, marker="o", ms=2.5, label=method_label(ctx, method))
+            calibration_curve(StoredPIT(pit), pit, ax=ax, label=method_label(ctx, method), color=f"C{drawn % 10}")
             # ``also: {column: legend suffix}``: the same method's other PIT values, e.g. metacal's before
             # its calibration map (Iwata & Kumagai Fig. 3: uncalibrated vs calibrated CDF)
             for column, suffix in (spec.get("also") or {}).items():
                 other = frame[column].dropna().to_numpy(float) if column in frame else np.array([])
                 if len(other):
-                    ax.plot(levels, [(other <= p).mean() for p in levels], ls=":", color=line.get_color(),
-                            label=method_label(ctx, method) + suffix)
+                    calibration_curve(StoredPIT(other), other, ax=ax, label=method_label(ctx, method) + suffix,
+                                      color=f"C{drawn % 10}", ls=":", marker=None)
             drawn += 1
         if not drawn:
             plt.close(fig)
             continue
-        ax.plot([0, 1], [0, 1], "k--", lw=1, label="ideal")
-        ax.set(
-            xlabel="predicted CDF level p",
-            ylabel="observed fraction with F(y) ≤ p",
-            title=f"{dataset} / {setting}",
-        )
+        ax.set_title(f"{dataset} / {setting}")
         ax.legend(fontsize=7)
         out.append(render(spec, ctx, fig, dataset, setting, "Calibration"))
     return out or [Skipped(spec.get("title", spec["id"]), "no predictions.parquet with pit or mean/std columns")]
@@ -91,37 +104,40 @@ def build_calibration_map(spec: dict, ctx: FigureContext) -> list:
     return out or [Skipped(spec.get("title", spec["id"]), f"no model.pt with keys {x_key}, {y_key}")]
 
 
+def _class_probs(frame: pd.DataFrame, prefix: str) -> CategoricalPredictive | None:
+    """Columns ``<prefix>0``, ``<prefix>1``, ... of a predictions frame as a categorical predictive."""
+    columns = sorted((c for c in frame.columns if re.fullmatch(rf"{re.escape(prefix)}\d+", c)),
+                     key=lambda c: int(c[len(prefix):]))
+    if not columns or frame[columns].isna().any().any():
+        return None
+    probs = frame[columns].to_numpy(float)
+    return CategoricalPredictive(probs / probs.sum(axis=1, keepdims=True))  # stored rounded: renormalise
+
+
 def build_reliability(spec: dict, ctx: FigureContext) -> list:
-    """Classification reliability diagram: accuracy vs confidence in equal-width bins (15 by default)."""
+    """Classification reliability diagrams (``uqcal.plots.reliability_diagram``): accuracy vs confidence in 15
+    equal-width bins with the points per bin, the raw predictive beside the recalibrated one (``recalibrated:
+    <column prefix>``, e.g. ``ts_p`` for temperature scaling), one panel per method, at most three per row."""
     out = []
-    n_bins = int(spec.get("bins", 15))
-    edges = np.linspace(0, 1, n_bins + 1)
+    prefix = spec.get("recalibrated")
     for dataset, setting in panel_keys(ctx, spec):
-        methods = panel_methods(ctx, spec, dataset, setting)
         panels = []
-        for method in methods:
+        for method in panel_methods(ctx, spec, dataset, setting):
             frame = ctx.files.load_predictions(dataset, setting, method)
-            if frame is None or "label" not in frame:
-                continue
-            prob_cols = sorted((c for c in frame.columns if re.fullmatch(r"p\d+", c)), key=lambda c: int(c[1:]))
-            if not prob_cols:
-                continue
-            probs = frame[prob_cols].to_numpy(float)
-            panels.append((method, probs.max(1), probs.argmax(1) == frame["label"].to_numpy()))
+            raw = None if frame is None or "label" not in frame else _class_probs(frame, "p")
+            if raw is not None:
+                recal = _class_probs(frame, prefix) if prefix else None
+                panels.append((method, raw, recal, frame["label"].to_numpy().astype(np.int64)))
         if not panels:
             continue
-        ncols = min(4, len(panels))
+        ncols = min(3, len(panels))
         nrows = -(-len(panels) // ncols)
-        fig, axes = plt.subplots(nrows, ncols, figsize=(2.8 * ncols, 2.8 * nrows), squeeze=False)
-        for ax in axes.flat[len(panels) :]:
+        fig, axes = plt.subplots(nrows, ncols, figsize=(3.9 * ncols, 3.4 * nrows), squeeze=False)
+        for ax in axes.flat[len(panels):]:
             ax.set_visible(False)
-        for ax, (method, conf, correct) in zip(axes.flat, panels, strict=False):
-            idx = np.clip(np.digitize(conf, edges) - 1, 0, n_bins - 1)
-            acc = [correct[idx == b].mean() if np.any(idx == b) else np.nan for b in range(n_bins)]
-            ax.bar(edges[:-1], np.nan_to_num(acc), width=1 / n_bins, align="edge", edgecolor="k", lw=0.5)
-            ax.plot([0, 1], [0, 1], "r--", lw=1)
-            ax.set(title=method_label(ctx, method), xlabel="confidence", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1))
-        fig.suptitle(f"{dataset} / {setting}", fontsize=9)
+        for ax, (method, raw, recal, labels) in zip(axes.flat, panels, strict=False):
+            reliability_diagram(raw, labels, recalibrated=recal, ax=ax)
+            ax.set_title(method_label(ctx, method))
         out.append(render(spec, ctx, fig, dataset, setting, "Reliability"))
     return out or [Skipped(spec.get("title", spec["id"]), "no few-shot predictions.parquet with label and p0.. columns")]
 
@@ -184,8 +200,8 @@ def build_error_vs_std(spec: dict, ctx: FigureContext) -> list:
                             rasterized=len(frame) > 5000)
             top = float(max(frame["std"].max(), 1e-12))
             ax.plot([0, top], [0, 1.96 * top], "r--", lw=1, label="1.96 σ")
-            ax.set(title=method_label(ctx, method), xlabel="predicted std", ylabel="|y − mean|")
+            ax.set(title=method_label(ctx, method), xlabel="predicted std σ (target units)",
+                   ylabel="absolute error |y − mean| (target units)")
         axes[0][0].legend(fontsize=7)
-        fig.suptitle(f"{dataset} / {setting}", fontsize=9)
         out.append(render(spec, ctx, fig, dataset, setting, "Error vs std"))
     return out or [Skipped(spec.get("title", spec["id"]), "no predictions.parquet with y, mean, std")]

@@ -103,13 +103,16 @@ def build_stats_xy(spec: dict, ctx: FigureContext) -> list:
                 panels.append((method, pd.DataFrame(rows).pivot_table(index="seed", columns="x", values="y")))
         if not panels:
             continue
-        fig, axes = plt.subplots(1, len(panels), figsize=(2.9 * len(panels), 2.8), squeeze=False)
-        for ax, (method, table) in zip(axes[0], panels, strict=True):
+        ncols = min(3, len(panels))  # three readable panels per row rather than five squeezed ones
+        nrows = -(-len(panels) // ncols)
+        fig, axes = plt.subplots(nrows, ncols, figsize=(3.8 * ncols, 2.9 * nrows), squeeze=False)
+        for ax in axes.flat[len(panels):]:
+            ax.set_visible(False)
+        for ax, (method, table) in zip(axes.flat, panels, strict=False):
             mean_se_band(ax, table, method_label(ctx, method))
             ax.set(title=method_label(ctx, method), xlabel=spec.get("xlabel", "x"))
-        axes[0][0].set_ylabel(spec.get("ylabel", spec["key"]))
-        fig.suptitle(f"{dataset} / {setting}", fontsize=9)
-        fig.tight_layout()
+        for row in axes:
+            row[0].set_ylabel(spec.get("ylabel", spec["key"]))
         out.append(render(spec, ctx, fig, dataset, setting, spec["key"]))
     return out or [Skipped(spec.get("title", spec["id"]), f"no train_stats.json with {spec['key']}")]
 

@@ -7,6 +7,7 @@ import fnmatch
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from uqcal.pipeline.report.figures.base import FigureContext, Rendered, Skipped, figure_stem, method_label, save_figure
 
@@ -103,28 +104,24 @@ def build_bar(spec: dict, ctx: FigureContext) -> list:
     if frame.empty:
         return [Skipped(spec.get("title", spec["id"]), f"no '{metric}' in the summary")]
     frame = frame.groupby(["method", "dataset"], sort=False)[["mean", "std"]].mean().reset_index()
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * frame["method"].nunique() + 2), 3.4))
     datasets = list(dict.fromkeys(frame["dataset"]))
     methods = list(dict.fromkeys(frame["method"]))
-    width = 0.8 / len(datasets)
+    # Horizontal bars: the method names read as rows, however long, instead of colliding rotated tick labels.
+    fig, ax = plt.subplots(figsize=(5.6, 0.9 + 0.28 * len(methods) * max(1, len(datasets)) ** 0.5))
+    height = 0.8 / len(datasets)
     for j, dataset in enumerate(datasets):
         part = frame[frame["dataset"] == dataset].set_index("method").reindex(methods)
-        ax.bar(
-            np.arange(len(methods)) + j * width,
-            part["mean"],
-            width,
-            yerr=part["std"].fillna(0),
-            capsize=2,
-            label=dataset,
-        )
-    ax.set_xticks(np.arange(len(methods)) + 0.4 - width / 2, [method_label(ctx, m) for m in methods], rotation=30,
-                  ha="right")
-    ax.set(ylabel=spec.get("ylabel", metric))
+        ax.barh(np.arange(len(methods)) + j * height, part["mean"], height, xerr=part["std"].fillna(0), capsize=2,
+                label=dataset)
+    ax.set_yticks(np.arange(len(methods)) + 0.4 - height / 2, [method_label(ctx, m) for m in methods])
+    ax.invert_yaxis()  # the spec's first method on top
+    ax.set(xlabel=spec.get("ylabel", metric))
     if spec.get("reference_line") is not None:  # e.g. an interval's nominal coverage
-        ax.axhline(float(spec["reference_line"]), color="k", ls="--", lw=1, label="nominal")
+        ax.axvline(float(spec["reference_line"]), color="k", ls="--", lw=1, label="nominal")
     if spec.get("logy"):
-        ax.set_yscale("log")
-    ax.legend(fontsize=7)
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # labels on the decades only: minor ones crowd a short range
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     stem = figure_stem(spec["id"])
     return [Rendered(spec.get("title", metric), spec.get("caption", ""), stem, save_figure(fig, ctx.out_dir, stem))]
 
@@ -143,13 +140,27 @@ def build_metric_scatter(spec: dict, ctx: FigureContext) -> list:
     if wide.empty:
         return [Skipped(spec.get("title", spec["id"]), f"no method has both '{x_metric}' and '{y_metric}'")]
     keys = list(dict.fromkeys(zip(wide["dataset"], wide["setting"], strict=False)))
-    fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys), 3.2), squeeze=False)
+    methods = list(dict.fromkeys(wide["method"]))
+    markers = "osD^vP*Xh<>p"
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys) + 2.2, 3.2), squeeze=False,
+                             layout="constrained")
     for ax, (dataset, setting) in zip(axes[0], keys, strict=False):
         part = wide[(wide["dataset"] == dataset) & (wide["setting"] == setting)]
-        ax.scatter(part[x_metric], part[y_metric])
+        # One marker and colour per method, named in one legend: point labels beside the points collide
+        # wherever two methods land close together.
         for rec in part.itertuples(index=False):
-            ax.annotate(method_label(ctx, rec.method), (getattr(rec, x_metric), getattr(rec, y_metric)), fontsize=7)
-        ax.set(xlabel=x_metric, ylabel=y_metric, title=f"{dataset} / {setting}")
+            k = methods.index(rec.method)
+            ax.scatter(getattr(rec, x_metric), getattr(rec, y_metric), marker=markers[k % len(markers)],
+                       color=f"C{k % 10}", s=28, label=method_label(ctx, rec.method))
+        for axis in (ax.xaxis, ax.yaxis):  # each tick its own number: an axis offset ("1e5") runs into the label
+            axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:.4g}"))
+        ax.locator_params(axis="x", nbins=4)
+        ax.set(xlabel=spec.get("xlabel", x_metric), ylabel=spec.get("ylabel", y_metric), title=f"{dataset} / {setting}")
+    handles = {}
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    fig.legend(handles.values(), handles.keys(), fontsize=7, loc="outside right upper")
     stem = figure_stem(spec["id"])
     return [
         Rendered(
