@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import importlib
 import re
 import shlex
 import subprocess
@@ -32,20 +31,6 @@ FENCE = re.compile(r"^```(python|bash)[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | 
 SECONDS_PER_EXAMPLE = 60  # each takes seconds on a 2-core CPU; a loaded machine may take a few times longer
 QUICKSTART = DOCS / "quickstart.md"
 PIPELINE_HEADING = "\n## The pipeline\n"
-
-# Names of issue 39's library that other branches build in parallel: a block that uses one waits for it (a
-# visible skip naming it) until it is importable; once all are merged, nothing here skips.
-PENDING_NAMES = {
-    "IsotonicRecalibrator": "uqcal.core.recalibration",
-    "VarianceScaling": "uqcal.core.recalibration",
-    "TemperatureScaling": "uqcal.core.recalibration",
-    "uqcal.all_metrics": "uqcal",
-    "uqcal.GaussianPredictive": "uqcal",
-    "uqcal.CategoricalPredictive": "uqcal",
-    "uqcal.QuantilePredictive": "uqcal",
-    "reliability_diagram": "uqcal.plots",
-    "DeepEnsemble": "uqcal.methods.qr",
-}
 
 # Commands of ```bash blocks that the tests do not run, each with the reason (matched at the start of a
 # command). The pipeline's own commands are run by the end-to-end tests on the smoke config.
@@ -127,21 +112,6 @@ def _commands(source: str) -> list[str]:
 SHELL = [(path, line, command) for path, line, source in _blocks("bash") for command in _commands(source)]
 
 
-def _missing_names(source: str) -> list[str]:
-    missing = []
-    for name, module in PENDING_NAMES.items():
-        if name not in source:
-            continue
-        attribute = name.rsplit(".", 1)[-1]
-        try:
-            found = hasattr(importlib.import_module(module), attribute)
-        except ImportError:
-            found = False
-        if not found:
-            missing.append(f"{module}.{attribute}")
-    return missing
-
-
 def test_every_page_is_on_the_site_and_every_api_page_has_an_example():
     nav = _nav_pages(yaml.safe_load((REPO / "mkdocs.yml").read_text())["nav"])
     pages = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md"))
@@ -154,9 +124,6 @@ def test_every_page_is_on_the_site_and_every_api_page_has_an_example():
 
 @pytest.mark.parametrize("path,line,source", EXAMPLES, ids=[f"{p}:{n}" for p, n, _ in EXAMPLES])
 def test_docs_example_runs(path, line, source, tmp_path, monkeypatch):
-    missing = _missing_names(source)
-    if missing:
-        pytest.skip(f"waits for {', '.join(missing)} (issue 39, built on another branch)")
     monkeypatch.chdir(tmp_path)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the test suite and the pipeline's jobs run torch (torch_threads: 1)
@@ -188,9 +155,6 @@ def test_the_quickstart_library_part_runs_without_torch_or_matplotlib(tmp_path):
     library_part = text.split(PIPELINE_HEADING, 1)[0]
     blocks = [m.group(2) for m in FENCE.finditer(library_part) if m.group(1) == "python"]
     assert blocks, "the quickstart's library part has no ```python block"
-    missing = _missing_names("\n".join(blocks))
-    if missing:
-        pytest.skip(f"waits for {', '.join(missing)} (issue 39, built on another branch)")
     program = REFUSE_IMPORTS + "\n".join(blocks)
     proc = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, env=tool_env(), capture_output=True,
                           text=True, timeout=120)
