@@ -18,7 +18,7 @@ from uqcal.core.gp.linalg import psd_safe_cholesky
 
 from .backbones import build_backbone
 from .episodic import Episode, EpisodicMethod
-from .gp_core import ClassKernels, predictive_logit_samples
+from .gp_core import KERNELS, ClassKernels, predictive_logit_samples
 
 
 class DeepKernelRegression(nn.Module):
@@ -68,6 +68,7 @@ class DKT(EpisodicMethod):
         "lr_kernel": 1e-4,
         "noise_init": 0.5,
     }
+    choices = {**EpisodicMethod.choices, "kernel": KERNELS}
     stochastic_prediction = True
 
     def build_model(self, n_way: int, image_size: int) -> nn.Module:
