@@ -82,7 +82,8 @@ def support_classes(y_support, n_way: int | None = None) -> np.ndarray:
 def is_episode_list(validation) -> bool:
     """True for a sequence of episodes (X_support, y_support, X_query, y_query); False for a pool (X, y)."""
     first = validation[0] if len(validation) else None
-    return isinstance(first, (tuple, list)) and len(first) == 4
+    # an episode's second item is its support labels (1-D); a pool's first item is its images, whose second is 2-D
+    return isinstance(first, (tuple, list)) and len(first) == 4 and np.ndim(first[1]) == 1
 
 
 class EpisodeArrays(Sequence):
