@@ -201,9 +201,15 @@ class FewShotClassifier(Method):
 
     def fit(self, X, y, validation=None, *, n_way: int = 5, k_shot: int = 1, n_query: int = 16,
             n_val_episodes: int = 100) -> FewShotClassifier:  # pragma: no cover - abstract
+        """Learn from a labelled pool of base classes: X (n, H, W) float grayscale images, y (n,) integer
+        labels; ``n_way``-way ``k_shot``-shot episodes with ``n_query`` queries a class are drawn from it.
+        ``validation``: None, a pool (X_val, y_val) of other classes (``n_val_episodes`` episodes are drawn from
+        it) or a sequence of episodes (X_support, y_support, X_query, y_query). Returns self."""
         raise NotImplementedError
 
     def predict(self, X_support, y_support, X_query) -> EpisodePredictive:  # pragma: no cover - abstract
+        """Class probabilities (q, C) of the q images X_query over the C classes of the support set (X_support
+        (m, H, W), integer labels y_support (m,)); ``classes`` = the sorted support labels."""
         raise NotImplementedError
 
     def run_outputs(self, n_test_episodes: int, test_seconds: float) -> tuple[Any, dict]:  # pragma: no cover
