@@ -18,7 +18,8 @@ from torch.nn import functional as F
 
 from uqcal.core.gp.linalg import JitterCounter
 from uqcal.data.splits import class_rows, sample_fewshot_episode
-from uqcal.methods.fewshot.episodic import Episode, EpisodeData
+from uqcal.methods.fewshot.base import EpisodeArrays
+from uqcal.methods.fewshot.episodic import Episode, episode_tensors
 from uqcal.methods.fewshot.gp_core import mc_softmax
 from uqcal.methods.fewshot.md import MirrorDescentGP
 
@@ -66,7 +67,10 @@ def main() -> None:
     backbone_layouts(args.width)
     torch.manual_seed(0)
     images, labels = digits28()
-    data = EpisodeData(images, labels, torch.device("cpu"))
+
+    def make_episode(spec):  # one episode's rows as tensors (labels: positions in spec["classes"])
+        return episode_tensors(*EpisodeArrays(images, labels, [spec])[0], "cpu", 5, images.shape[1:])
+
     rows = class_rows(labels)
     rng = np.random.default_rng(0)
     train_classes, test_classes = [str(c) for c in range(5)], [str(c) for c in range(5, 10)]
@@ -78,14 +82,14 @@ def main() -> None:
     model.train()
     started = time.perf_counter()
     for _ in range(args.train_episodes):
-        episode = data.episode(sample_fewshot_episode(rows, train_classes, 5, 5, 16, rng))
+        episode = make_episode(sample_fewshot_episode(rows, train_classes, 5, 5, 16, rng))
         optimiser.zero_grad()
         method.episode_loss(model, episode, None).backward()
         optimiser.step()
     train_rate = args.train_episodes / (time.perf_counter() - started)
 
     test = [
-        data.episode(sample_fewshot_episode(rows, test_classes, 5, 5, 15, rng))
+        make_episode(sample_fewshot_episode(rows, test_classes, 5, 5, 15, rng))
         for _ in range(args.test_episodes)
     ]
     model.eval()

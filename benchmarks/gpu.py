@@ -104,23 +104,27 @@ def _glyphs(n_classes: int = 20, per_class: int = 20, size: int = 28) -> tuple[n
 def fewshot(device: torch.device, warmup: bool) -> float:
     from uqcal.core.gp.linalg import JitterCounter
     from uqcal.data.splits import class_rows, sample_fewshot_episode
-    from uqcal.methods.fewshot.episodic import EpisodeData
+    from uqcal.methods.fewshot.base import EpisodeArrays
+    from uqcal.methods.fewshot.episodic import episode_tensors
     from uqcal.methods.fewshot.md import MirrorDescentGP
 
     images, labels = _glyphs()
-    data = EpisodeData(images, labels, device)
+
+    def make_episode(spec):  # one episode's rows as tensors on the device (labels: positions in spec["classes"])
+        return episode_tensors(*EpisodeArrays(images, labels, [spec])[0], device, 5, images.shape[1:])
+
     rows = class_rows(labels.astype(str))
     classes = sorted(rows)
     method = MirrorDescentGP({})
     method.counter = JitterCounter()
     torch.manual_seed(0)
-    model = method.build_model(5, data.image_size).to(device)
+    model = method.build_model(5, images.shape[-1]).to(device)
     optimiser = torch.optim.Adam(method.param_groups(model))
     rng, generator = np.random.default_rng(0), torch.Generator(device="cpu").manual_seed(0)
     episodes = 2 if warmup else 30
     model.train()
     for _ in range(episodes):
-        episode = data.episode(sample_fewshot_episode(rows, classes, 5, 1, 15, rng))
+        episode = make_episode(sample_fewshot_episode(rows, classes, 5, 1, 15, rng))
         optimiser.zero_grad(set_to_none=True)
         method.episode_loss(model, episode, generator).backward()
         optimiser.step()

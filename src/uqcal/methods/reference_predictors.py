@@ -2,7 +2,6 @@
 
 - MarginalGaussian: N(mean, std^2) of the training targets (per task where there are tasks: the task's
   support set). The QR paper's Claim 5: perfectly calibrated in expectation, with no sharpness.
-- UniformClassifier: 1/C for every class of a few-shot episode.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import pandas as pd
 from uqcal.core.predictive import GaussianPredictive
 from uqcal.methods.api import REFERENCE_RESOURCES, Method, RunContext
 
-__all__ = ["MarginalGaussian", "UniformClassifier", "regression_arrays"]
+__all__ = ["MarginalGaussian", "regression_arrays"]
 
 
 def regression_arrays(owner: str, X, y=None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -122,21 +121,3 @@ def _metatrain_target_stats(table, split) -> tuple[float, float]:
     mask = np.isin(table.task, np.asarray(split["tasks"]["train"], dtype=table.task.dtype))
     y = table.y[mask]
     return float(y.mean()), float(y.std()) if y.std() > 0 else 1.0
-
-
-class UniformClassifier(Method):
-    defaults: dict = {}
-    cpu_only = True
-    job_resources = REFERENCE_RESOURCES
-
-    def train(self, ctx: RunContext) -> None:
-        split = ctx.load_split()
-        n_way, n_query = split["n_way"], split["n_query"]
-        rows = []
-        for e in range(len(split["test_episodes"])):
-            labels = np.repeat(np.arange(n_way), n_query)
-            frame = pd.DataFrame({"episode": e, "label": labels})
-            for c in range(n_way):
-                frame[f"p{c}"] = 1.0 / n_way
-            rows.append(frame)
-        ctx.save_outputs(pd.concat(rows, ignore_index=True), {"n_way": n_way}, {})

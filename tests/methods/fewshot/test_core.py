@@ -11,8 +11,8 @@ import torch
 from torch.distributions import MultivariateNormal, kl_divergence
 from torch.nn import functional as F
 
+from uqcal.methods.fewshot.base import check_class_disjoint
 from uqcal.methods.fewshot.dkt import exact_mll
-from uqcal.methods.fewshot.episodic import check_class_disjoint
 from uqcal.methods.fewshot.gp_core import (
     ClassKernels,
     SiteState,

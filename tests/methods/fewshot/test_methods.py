@@ -64,6 +64,15 @@ def test_method_runs_and_predicts_distributions(name, data, tmp_path, monkeypatc
         return episode
 
     monkeypatch.setattr(uqcal.data.splits, "sample_fewshot_episode", recording_sampler)
+    cls = METHODS[name].load_class()
+    pools = []
+    real_fit = cls.fit
+
+    def recording_fit(self, X, y, *args, **kwargs):
+        pools.append((X, y))
+        return real_fit(self, X, y, *args, **kwargs)
+
+    monkeypatch.setattr(cls, "fit", recording_fit)
     dirs: dict = {}
     run_dir = run(name, table, split, tmp_path, dirs)
     pred = pd.read_parquet(run_dir / "predictions.parquet")
@@ -71,8 +80,14 @@ def test_method_runs_and_predicts_distributions(name, data, tmp_path, monkeypatc
     assert len(pred) == sum(len(ep["query"]) for ep in split["test_episodes"])
     np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-5)  # predictive probabilities sum to 1
     assert probs.min() >= 0 and set(pred["label"]) <= set(range(5))
-    # meta-training episodes never use a val/test class
-    assert seen_classes and set(seen_classes) <= set(split["classes"]["train"])
+    # meta-training sees only the train classes' rows (labelled by their positions in the split's list), and
+    # its episodes draw from them
+    (X, y), = pools
+    train_classes = split["classes"]["train"]
+    rows = np.flatnonzero(np.isin(table.y, train_classes))
+    np.testing.assert_array_equal(X, table.images[rows])
+    assert [train_classes[c] for c in y] == table.y[rows].tolist()
+    assert seen_classes and set(seen_classes) <= set(range(len(train_classes)))
     stats = read_json(run_dir / "train_stats.json")
     assert stats["nonfinite_steps_skipped"] == 0 and "jitter_escalations" in stats
     if name == "md":
@@ -128,7 +143,7 @@ def test_best_validation_checkpoint_is_the_model_after_that_many_episodes(data, 
 
 
 def test_per_run_parameters_take_this_runs_value():
-    from uqcal.methods.fewshot.episodic import per_run_params
+    from uqcal.methods.fewshot.base import per_run_params
 
     params = {"kernel": {"glyphs": "cosine", "glyphs2digits": "rbf"}, "train_episodes": {"5w1s": 60, "5w5s": 40},
               "width": 8}

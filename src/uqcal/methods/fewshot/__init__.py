@@ -6,7 +6,7 @@ from uqcal.methods.api import Family, MethodEntry
 _MD = "uqcal.methods.fewshot.md:MirrorDescentGP"
 
 METHODS: dict[str, MethodEntry] = {
-    "uniform": MethodEntry("uqcal.methods.reference_predictors:UniformClassifier"),
+    "uniform": MethodEntry("uqcal.methods.fewshot.uniform:UniformClassifier"),
     # main table (Tables 1 and 2); every method also reports recalibrated ECE/MCE (temperature_scaling.py)
     "md": MethodEntry(_MD),
     "gd": MethodEntry(_MD, overrides={"inference": "gd"}),
@@ -43,6 +43,9 @@ _PUBLIC = {
     "DKT": "uqcal.methods.fewshot.dkt:DKT",
     "ProtoNet": "uqcal.methods.fewshot.protonet:ProtoNet",
     "MAML": "uqcal.methods.fewshot.maml:MAML",
+    "UniformClassifier": "uqcal.methods.fewshot.uniform:UniformClassifier",
+    "FewShotClassifier": "uqcal.methods.fewshot.base:FewShotClassifier",
+    "EpisodePredictive": "uqcal.methods.fewshot.base:EpisodePredictive",
     "ClassKernels": "uqcal.methods.fewshot.gp_core:ClassKernels",
     "run_mirror_descent": "uqcal.methods.fewshot.gp_core:run_mirror_descent",
     "softmax_expectations_fn": "uqcal.methods.fewshot.gp_core:softmax_expectations_fn",
@@ -57,6 +60,9 @@ __all__ = [
     "DKT",
     "ProtoNet",
     "MAML",
+    "UniformClassifier",
+    "FewShotClassifier",
+    "EpisodePredictive",
     "ClassKernels",
     "run_mirror_descent",
     "softmax_expectations_fn",

@@ -18,7 +18,7 @@ from uqcal.core.gp.linalg import psd_safe_cholesky
 
 from .backbones import build_backbone
 from .episodic import Episode, EpisodicMethod
-from .gp_core import ClassKernels, predictive_logit_samples
+from .gp_core import KERNELS, ClassKernels, predictive_logit_samples
 
 
 class DeepKernelRegression(nn.Module):
@@ -60,6 +60,21 @@ def exact_predictive(kernel, noise, targets, k_sq, k_qq_diag, counter):
 
 
 class DKT(EpisodicMethod):
+    """Deep kernel transfer: one GP regression per class on +-1 targets over a deep kernel, meta-trained by
+    the exact marginal likelihood; probabilities average the softmax over posterior draws (Eq. 6a).
+
+    Example (random images stand in for a dataset; fit draws 3-way 1-shot episodes with 4 queries a class)::
+
+        >>> import numpy as np
+        >>> from uqcal.methods.fewshot import DKT
+        >>> rng = np.random.default_rng(0)
+        >>> X, y = rng.random((60, 28, 28)), np.repeat(np.arange(6), 10)  # 6 base classes, 10 images each
+        >>> model = DKT(train_episodes=2, width=8, n_pred_samples=50).fit(X, y, n_way=3, k_shot=1, n_query=4)
+        >>> X_support, y_support = rng.random((3, 28, 28)), np.array([10, 11, 12])  # a new episode's classes
+        >>> prediction = model.predict(X_support, y_support, rng.random((5, 28, 28)))
+        >>> prediction.probs.shape, prediction.classes.tolist()
+        ((5, 3), [10, 11, 12])
+    """
     defaults = {
         **EpisodicMethod.defaults,
         "kernel": "cosine",
@@ -68,6 +83,7 @@ class DKT(EpisodicMethod):
         "lr_kernel": 1e-4,
         "noise_init": 0.5,
     }
+    choices = {**EpisodicMethod.choices, "kernel": KERNELS}
     stochastic_prediction = True
 
     def build_model(self, n_way: int, image_size: int) -> nn.Module:

@@ -1,9 +1,9 @@
-"""Shared episodic machinery of the fewshot family: data, meta-training loop, prediction, outputs.
+"""Shared episodic machinery of the fewshot family: meta-training on episodes, prediction, recalibration.
 
 A method subclasses ``EpisodicMethod`` and implements ``build_model``, ``episode_loss`` and
 ``logit_samples`` (S samples of query logits; S = 1 for deterministic methods). Everything else
-(episode sampling, outer Adam with non-finite-gradient skipping, test predictions, the jitter counter)
-is here so every method sees exactly the same episodes.
+(episode sampling, outer Adam with non-finite-gradient skipping, validation checkpoints, the recalibrations,
+predictions, the jitter counter) is here so every method sees exactly the same episodes.
 """
 
 from __future__ import annotations
@@ -11,18 +11,36 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import torch
 from torch import nn
 
 from uqcal.core.gp.linalg import JitterCounter
-from uqcal.methods.api import Method, RunContext, load_predictions
+from uqcal.core.predictive import CategoricalPredictive
+from uqcal.methods.api import RunContext, load_predictions
 
+from .backbones import BACKBONES
+from .base import (
+    RECALIBRATED,
+    EpisodeArrays,
+    EpisodePredictive,
+    FewShotClassifier,
+    check_episode_shape,
+    check_images,
+    check_labels,
+    episode_labels,
+    is_episode_list,
+    support_classes,
+)
 from .gp_core import mc_softmax
 from .temperature_scaling import Recalibration
+
+# Offsets of the runtime's random streams (Runtime.rng / torch_generator): the pipeline's runs have used these
+# since before the estimator protocol, so a run's numbers do not depend on which path trained it.
+TRAIN_EPISODES, TRAIN_NOISE, TEST_NOISE, RECALIBRATION_NOISE, VALIDATION_NOISE, VALIDATION_EPISODES = 1, 2, 3, 4, 5, 6
 
 
 @dataclass
@@ -30,116 +48,37 @@ class Episode:
     support_x: torch.Tensor  # (N, H, W)
     support_y: torch.Tensor  # (N,) in 0..C-1
     query_x: torch.Tensor
-    query_y: torch.Tensor
+    query_y: torch.Tensor | None  # None when predicting (the labels are what is asked)
     n_way: int
 
 
-def episode_labels(rows, episode_classes, y) -> np.ndarray:
-    """Position of each row's class in the episode's class list (0..C-1); errors name the stray class."""
-    position = {str(c): i for i, c in enumerate(episode_classes)}
-    labels = []
-    for row in rows:
-        cls = str(y[row])
-        if cls not in position:
-            raise ValueError(
-                f"row {row} has class {cls!r}, not among the episode's classes {episode_classes}"
-            )
-        labels.append(position[cls])
-    return np.asarray(labels, dtype=np.int64)
+def episode_tensors(X_support, y_support, X_query, y_query, device, n_way: int, image_shape) -> Episode:
+    """One episode as tensors on ``device``, labels as positions among the sorted support classes."""
+    support_x = check_images("X_support", X_support, image_shape)
+    query_x = check_images("X_query", X_query, image_shape)
+    support_y = check_labels("y_support", y_support, len(support_x))
+    classes = support_classes(support_y, n_way)
+    query_index = None
+    if y_query is not None:
+        query_y = check_labels("y_query", y_query, len(query_x))
+        stray = sorted(set(query_y.tolist()) - set(classes.tolist()))
+        if stray:
+            raise ValueError(f"y_query has classes {stray[:5]} that the support set does not have")
+        query_index = torch.as_tensor(np.searchsorted(classes, query_y)).to(device)
+    return Episode(
+        support_x=torch.as_tensor(support_x).to(device),
+        support_y=torch.as_tensor(np.searchsorted(classes, support_y)).to(device),
+        query_x=torch.as_tensor(query_x).to(device),
+        query_y=query_index,
+        n_way=len(classes),
+    )
 
 
-class EpisodeData:
-    """Images and labels of one dataset, turned into ``Episode`` tensors on a device."""
+class EpisodicMethod(FewShotClassifier):
+    """Meta-train on episodes sampled on the fly from the base classes; predict new episodes.
 
-    def __init__(self, images: np.ndarray, y: np.ndarray, device: torch.device):
-        if images.ndim != 3:
-            raise ValueError(f"Table.images must be (n, H, W), got shape {images.shape}")
-        if images.shape[0] != len(y):
-            raise ValueError(f"{images.shape[0]} images but {len(y)} labels")
-        # The dataset stays in host memory; ``episode`` moves each episode's few images to the device.
-        self.images = torch.as_tensor(np.asarray(images, dtype=np.float32), device="cpu")
-        self.y = np.asarray([str(v) for v in np.asarray(y).tolist()], dtype=object)  # split classes are str
-        self.device = device
-        self.image_size = int(images.shape[-1])
+    Subclasses implement ``build_model``, ``episode_loss`` and ``logit_samples``."""
 
-    def class_rows(self, classes) -> dict:
-        from uqcal.data.splits import class_rows
-
-        rows = class_rows(self.y.astype(str))
-        missing = [c for c in classes if str(c) not in rows]
-        if missing:
-            raise ValueError(f"classes {missing[:5]} of the split have no rows in the data")
-        return {str(c): rows[str(c)] for c in classes}
-
-    def episode(self, spec: dict) -> Episode:
-        classes = list(spec["classes"])
-        support, query = list(spec["support"]), list(spec["query"])
-        if set(support) & set(query):
-            raise ValueError("episode support and query share rows")
-        to = self.device
-        return Episode(
-            support_x=self.images[support].to(to),
-            support_y=torch.as_tensor(episode_labels(support, classes, self.y)).to(to),
-            query_x=self.images[query].to(to),
-            query_y=torch.as_tensor(episode_labels(query, classes, self.y)).to(to),
-            n_way=len(classes),
-        )
-
-
-def check_class_disjoint(split: dict) -> None:
-    """Train, val and test classes must be disjoint, and every episode must stay inside its side."""
-    sides = {k: set(map(str, v)) for k, v in split["classes"].items()}
-    for a in sides:
-        for b in sides:
-            if a < b and sides[a] & sides[b]:
-                raise ValueError(
-                    f"split classes overlap between {a} and {b}: {sorted(sides[a] & sides[b])[:5]}"
-                )
-    for name, side in (("val_episodes", "val"), ("test_episodes", "test")):
-        for i, ep in enumerate(split.get(name, [])):
-            stray = set(map(str, ep["classes"])) - sides[side]
-            if stray:
-                raise ValueError(f"{name}[{i}] uses classes {sorted(stray)} outside the {side} classes")
-
-
-RECALIBRATED = ("ts", "tsm", "nllts")  # column prefixes: authors' pair by val ECE / by val MCE; one T by NLL
-
-
-def predictions_frame(probs_per_episode, labels_per_episode, recalibrated=None) -> pd.DataFrame:
-    """episode, label, p0..p{C-1} (the model's predictive), and per recalibration `<prefix>_p0..`."""
-    rows = []
-    for episode, (probs, labels) in enumerate(zip(probs_per_episode, labels_per_episode, strict=True)):
-        p = np.asarray(probs.detach().cpu().numpy() if torch.is_tensor(probs) else probs, dtype=np.float64)
-        frame = pd.DataFrame({"episode": episode, "label": labels.cpu().numpy().astype(np.int64)})
-        for c in range(p.shape[1]):
-            frame[f"p{c}"] = p[:, c]
-        for prefix, q in (recalibrated[episode] if recalibrated else {}).items():
-            for c in range(q.shape[1]):
-                frame[f"{prefix}_p{c}"] = q[:, c]
-        rows.append(frame)
-    return pd.concat(rows, ignore_index=True)
-
-
-def per_run_params(params: dict, dataset: str, setting: str) -> dict:
-    """A parameter given as a mapping {dataset or setting name: value} takes this run's value (e.g. the
-    paper's kernel per dataset, or its 40k / 60k training episodes per setting)."""
-    out = dict(params)
-    for key, value in params.items():
-        if isinstance(value, dict):
-            hits = [value[k] for k in (dataset, setting) if k in value]
-            if len(hits) != 1:
-                raise ValueError(
-                    f"parameter {key!r} = {value!r} must name exactly one of this run's dataset {dataset!r} "
-                    f"or setting {setting!r}"
-                )
-            out[key] = hits[0]
-    return out
-
-
-class EpisodicMethod(Method):
-    """Meta-train on episodes sampled on the fly from the train classes; predict the fixed test episodes."""
-
-    run_mappings = True  # a parameter may be {dataset or setting: value} (per_run_params)
     defaults = {
         "train_episodes": 400,  # outer iterations (one episode each); the paper: 400-600 epochs x 100
         "lr_backbone": 1e-3,
@@ -148,9 +87,10 @@ class EpisodicMethod(Method):
         "n_pred_samples": 500,  # MC samples of f* in Eq. 6 (GP methods only)
         "loss_curve_every": 10,  # record the outer loss every this many episodes
         "val_every": 100,  # validate every this many episodes and keep the best (0: keep the last model)
-        "n_val_check": 20,  # validation episodes (the split's first ones) for checkpoint selection
+        "n_val_check": 20,  # validation episodes (the first ones) for checkpoint selection
         "recalibrate": True,  # fit the recalibrations on all validation episodes (temperature_scaling.py)
     }
+    choices = {"backbone": BACKBONES}
     stochastic_prediction = False
 
     # ---- hooks ---------------------------------------------------------------------------------
@@ -167,58 +107,148 @@ class EpisodicMethod(Method):
         """(S, M, C) samples of query logits; probabilities = mean_s softmax(logits_s / T)."""
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def extra_stats(self, model, data: EpisodeData, split: dict, ctx: RunContext) -> dict:
+    def extra_stats(self, model, validation: Sequence) -> dict:
         return {}
 
-    # ---- shared loop ---------------------------------------------------------------------------
-    def setup(self, ctx: RunContext):
-        self.params = per_run_params(self.params, ctx.dataset, ctx.setting)
-        torch.set_num_threads(int(ctx.config.get("torch_threads", 1) or 1))
-        ctx.seed_everything()
-        self.counter = JitterCounter()
-        table = ctx.load_data()
-        if getattr(table, "images", None) is None:
-            raise ValueError(f"dataset {ctx.dataset!r} has no images; fewshot methods need Table.images")
-        data = EpisodeData(table.images, table.y, ctx.device)
-        split = ctx.load_split()
-        check_class_disjoint(split)
-        return data, split
+    # ---- the estimator -------------------------------------------------------------------------
+    def fit(self, X, y, validation=None, *, n_way: int = 5, k_shot: int = 1, n_query: int = 16,
+            n_val_episodes: int = 100) -> EpisodicMethod:
+        """Meta-train on ``train_episodes`` N-way K-shot episodes drawn from the pool (X, y).
 
-    def validate(self, model, data: EpisodeData, episodes: list[dict], ctx: RunContext) -> tuple[float, float]:
+        X: (n, H, W) float grayscale images of the base classes (the glyph datasets' 28 x 28 pixels in [0, 1]);
+        y: (n,) integer class labels (floats are refused). Every episode draws ``n_way`` of the classes,
+        ``k_shot`` support and ``n_query`` query images of each (so each class needs k_shot + n_query images),
+        from this estimator's random streams (``self.runtime``: its seed).
+
+        validation: None (no validation: the last model is kept and nothing is recalibrated), a pool (X_val,
+        y_val) of other classes from which ``n_val_episodes`` episodes of the same shape are drawn, or a
+        sequence of episodes (X_support, y_support, X_query, y_query). Every ``val_every`` episodes the mean
+        accuracy on the first ``n_val_check`` of them is measured and the best model is kept; with
+        ``recalibrate`` the temperatures of temperature_scaling.py are fitted on all of them.
+        Returns the fitted estimator; ``self.stats_`` holds the training curves and counters.
+        """
+        self.check_single_values()
+        check_episode_shape(n_way, k_shot, n_query, n_val_episodes)
+        images = check_images("X", X)
+        labels = check_labels("y", y, len(images))
+        classes = np.unique(labels).tolist()
+        if len(classes) < n_way:
+            raise ValueError(f"y has {len(classes)} classes; {n_way}-way episodes need at least {n_way}")
+        self.image_shape_ = tuple(images.shape[1:])
+        self.n_way_ = int(n_way)
+        episodes = self._validation_episodes(validation, n_way, k_shot, n_query, n_val_episodes)
+        self.runtime.seed_everything()
+        self.counter = JitterCounter()
+        device = self.runtime.device
+        model = self.build_model(self.n_way_, int(images.shape[-1])).to(device)
+        # The pool stays in host memory; each episode's few images move to the device.
+        pool = torch.as_tensor(images, device="cpu")
+        rows = {c: np.flatnonzero(labels == c) for c in classes}
+        stats = self.meta_train(model, pool, labels, rows, classes, episodes, (n_way, k_shot, n_query))
+        self.recalibration_ = None
+        if self.params["recalibrate"] and episodes:
+            started = time.perf_counter()
+            val = self.collect_logits(model, episodes, self.runtime.torch_generator(offset=RECALIBRATION_NOISE))
+            fit_started = time.perf_counter()
+            self.recalibration_ = Recalibration.fit([s for s, _ in val], [y for _, y in val])
+            stats["recalibration_fit_seconds"] = time.perf_counter() - fit_started
+            stats["val_prediction_seconds"] = fit_started - started
+            stats.update(self.recalibration_.stats())
+            stats["n_val_episodes_recalibration"] = len(val)
+            for warning in self.recalibration_.warnings():
+                self.runtime.log.warning("%s seed %d: %s", self.runtime.name, self.runtime.seed, warning)
+        if episodes:
+            stats.update(self.extra_stats(model, episodes))
+        self.model_, self.stats_ = model, stats
+        # One stream for every prediction after fit: successive calls draw fresh Monte Carlo samples, so a
+        # pipeline run's test episodes are reproducible from its seed.
+        self._prediction_noise = self.runtime.torch_generator(offset=TEST_NOISE)
+        self.fitted_ = True
+        return self
+
+    def predict(self, X_support, y_support, X_query) -> EpisodePredictive:
+        """Class probabilities of the queries of one episode, adapted to its support set.
+
+        X_support: (m, H, W) images of ``n_way`` classes (fit's), with integer labels y_support (m,);
+        X_query: (q, H, W). Returns an EpisodePredictive over ``classes`` = the sorted support labels:
+        ``probs`` (q, n_way) is Eq. 6a's mean_s softmax(f*_s) for the GP methods (``n_pred_samples``
+        draws), softmax(logits) otherwise; ``recalibrated`` holds the recalibrated predictives of the same
+        draws when fit recalibrated.
+        """
+        self.check_fitted()
+        episode = episode_tensors(X_support, y_support, X_query, None, self.runtime.device, self.n_way_,
+                                  self.image_shape_)
+        samples = self.episode_logits(self.model_, episode, self._prediction_noise)
+        classes = support_classes(np.asarray(y_support))
+        recalibrated = {}
+        if self.recalibration_ is not None:
+            recalibrated = {prefix: CategoricalPredictive(q, classes)
+                            for prefix, q in self.recalibration_.probabilities(samples).items()}
+        return EpisodePredictive(mc_softmax(samples).numpy(), classes, recalibrated)
+
+    # ---- shared loop ---------------------------------------------------------------------------
+    def _validation_episodes(self, validation, n_way, k_shot, n_query, n_val_episodes) -> Sequence:
+        if validation is None:
+            return []
+        if len(validation) and not is_episode_list(validation):
+            if len(validation) != 2:
+                raise ValueError("validation must be a pool (X_val, y_val) or a sequence of episodes "
+                                 "(X_support, y_support, X_query, y_query)")
+            from uqcal.data.splits import sample_fewshot_episode
+
+            images = check_images("validation X", validation[0], self.image_shape_)
+            labels = check_labels("validation y", validation[1], len(images))
+            classes = np.unique(labels).tolist()
+            rows = {c: np.flatnonzero(labels == c) for c in classes}
+            rng = self.runtime.rng(offset=VALIDATION_EPISODES)
+            specs = [sample_fewshot_episode(rows, classes, n_way, k_shot, n_query, rng) for _ in range(n_val_episodes)]
+            return _EpisodeTensors(EpisodeArrays(images, labels, specs), self)
+        if not len(validation):
+            raise ValueError("validation has no episodes (give None for no validation)")
+        return _EpisodeTensors(validation, self)
+
+    def validate(self, model, episodes: Sequence) -> tuple[float, float]:
         """Mean episode accuracy and pooled ECE of the raw predictive on `episodes`; the same random
         numbers at every check (a fresh generator), so checks differ only by the model."""
         from uqcal.metrics.classification import classification_ece
 
-        probs, labels = self.predict_episodes(model, data, episodes, ctx.torch_generator(offset=5))
+        generator = self.runtime.torch_generator(offset=VALIDATION_NOISE)
+        probs, labels = [], []
+        for samples, query_y in self.collect_logits(model, episodes, generator):
+            probs.append(mc_softmax(samples))
+            labels.append(query_y)
         acc = float(np.mean([float((p.argmax(1) == y).double().mean()) for p, y in zip(probs, labels, strict=True)]))
         ece = classification_ece(torch.cat(probs).double().cpu().numpy(), torch.cat(labels).cpu().numpy())
         return acc, ece
 
-    def meta_train(self, model, data: EpisodeData, split: dict, ctx: RunContext) -> dict:
+    def meta_train(self, model, pool: torch.Tensor, labels: np.ndarray, rows: dict, classes: list,
+                   validation: Sequence, shape: tuple[int, int, int]) -> dict:
         """Adam on the method's episode loss; every `val_every` episodes the validation accuracy, and the
         model with the best one is kept (the authors' best-validation checkpoint, train.py)."""
         from uqcal.data.splits import sample_fewshot_episode
 
-        split_params = ctx.family_params.get("split", {}) or {}
-        n_query_train = int(split_params.get("n_query_train", 16))
-        n_way, k_shot = int(split["n_way"]), int(split["k_shot"])
-        train_classes = [str(c) for c in split["classes"]["train"]]
-        class_rows = data.class_rows(train_classes)
-        rng = ctx.rng(offset=1)
-        generator = ctx.torch_generator(offset=2)
+        n_way, k_shot, n_query = shape
+        runtime = self.runtime
+        rng = runtime.rng(offset=TRAIN_EPISODES)
+        generator = runtime.torch_generator(offset=TRAIN_NOISE)
         optimiser = torch.optim.Adam(self.param_groups(model))
         losses, skipped, curve, val_acc, val_ece = [], 0, [], [], []
-        val_every = int(self.params["val_every"])
-        val_specs = split["val_episodes"][: int(self.params["n_val_check"])]
-        if val_every > 0 and not val_specs:
-            raise ValueError(f"{ctx.method}: val_every = {val_every} needs validation episodes in the split")
+        val_every = int(self.params["val_every"]) if len(validation) else 0
+        val_check = validation[: int(self.params["n_val_check"])]
         best = {"acc": -math.inf, "episode": 0, "state": None}
         started = time.perf_counter()
         n_episodes = int(self.params["train_episodes"])
+        device = runtime.device
         model.train()
-        for step in ctx.progress(range(n_episodes), total=n_episodes, desc=f"{ctx.method} meta-train"):
-            spec = sample_fewshot_episode(class_rows, train_classes, n_way, k_shot, n_query_train, rng)
-            episode = data.episode(spec)
+        for step in runtime.progress(range(n_episodes), total=n_episodes, desc=f"{runtime.name} meta-train"):
+            spec = sample_fewshot_episode(rows, classes, n_way, k_shot, n_query, rng)
+            episode = Episode(
+                support_x=pool[spec["support"]].to(device),
+                support_y=torch.as_tensor(episode_labels(spec["support"], spec["classes"], labels)).to(device),
+                query_x=pool[spec["query"]].to(device),
+                query_y=torch.as_tensor(episode_labels(spec["query"], spec["classes"], labels)).to(device),
+                n_way=n_way,
+            )
             optimiser.zero_grad(set_to_none=True)
             loss = self.episode_loss(model, episode, generator)
             finite = bool(torch.isfinite(loss))
@@ -234,7 +264,7 @@ class EpisodicMethod(Method):
                 window = losses[-int(self.params["loss_curve_every"]) :]
                 curve.append([step, float(np.mean(window)) if window else math.nan])
             if val_every > 0 and ((step + 1) % val_every == 0 or step == n_episodes - 1):
-                acc, ece = self.validate(model, data, val_specs, ctx)
+                acc, ece = self.validate(model, val_check)
                 val_acc.append([step + 1, acc])
                 val_ece.append([step + 1, ece])
                 if acc > best["acc"]:
@@ -244,8 +274,8 @@ class EpisodicMethod(Method):
         if best["state"] is not None:
             model.load_state_dict(best["state"])
         if skipped:
-            ctx.log.warning("%s seed %d: %d of %d meta-training steps had a non-finite loss or gradient and were "
-                            "skipped", ctx.method, ctx.seed, skipped, n_episodes)
+            runtime.log.warning("%s seed %d: %d of %d meta-training steps had a non-finite loss or gradient and "
+                                "were skipped", runtime.name, runtime.seed, skipped, n_episodes)
         return {
             "train_seconds": seconds,
             "train_episodes_per_second": n_episodes / max(seconds, 1e-9),
@@ -259,58 +289,33 @@ class EpisodicMethod(Method):
             "best_val_acc": best["acc"] if best["state"] is not None else math.nan,
         }
 
-    def predict_episodes(self, model, data: EpisodeData, episodes: list[dict], generator, temperature=1.0):
-        """Probabilities and labels per episode."""
-        probs, labels = [], []
-        for samples, query_y in self.collect_logits(model, data, episodes, generator):
-            probs.append(mc_softmax(samples, temperature))
-            labels.append(query_y)
-        return probs, labels
-
-    def collect_logits(self, model, data: EpisodeData, episodes: list[dict], generator):
-        """(logit samples (S, M, C), query labels) of each episode, one episode after another."""
+    def episode_logits(self, model, episode: Episode, generator) -> torch.Tensor:
+        """(S, M, C) logit samples of one episode's queries, on the CPU."""
         model.eval()
-        out = []
         with torch.no_grad():
-            for spec in episodes:
-                episode = data.episode(spec)
-                out.append((self.logit_samples(model, episode, generator).cpu(), episode.query_y.cpu()))
-        return out
+            return self.logit_samples(model, episode, generator).cpu()
 
+    def collect_logits(self, model, episodes: Sequence, generator) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """(logit samples (S, M, C), query labels) of each episode, one episode after another."""
+        return [(self.episode_logits(model, episode, generator), episode.query_y.cpu()) for episode in episodes]
+
+    # ---- the pipeline --------------------------------------------------------------------------
     def train(self, ctx: RunContext) -> None:
-        data, split = self.setup(ctx)
-        model = self.build_model(int(split["n_way"]), data.image_size).to(ctx.device)
-        stats = self.meta_train(model, data, split, ctx)
-        started = time.perf_counter()
-        test = self.collect_logits(model, data, split["test_episodes"], ctx.torch_generator(offset=3))
-        stats["test_seconds_per_episode"] = (time.perf_counter() - started) / max(1, len(test))
-        probs = [mc_softmax(samples) for samples, _ in test]
-        labels = [y for _, y in test]
-        recalibrated = None
-        if self.params["recalibrate"]:
-            started = time.perf_counter()
-            val = self.collect_logits(model, data, split["val_episodes"], ctx.torch_generator(offset=4))
-            fit_started = time.perf_counter()
-            recal = Recalibration.fit([s for s, _ in val], [y for _, y in val])
-            stats["recalibration_fit_seconds"] = time.perf_counter() - fit_started
-            stats["val_prediction_seconds"] = fit_started - started
-            recalibrated = [recal.probabilities(samples) for samples, _ in test]
-            stats.update(recal.stats())
-            stats["n_val_episodes_recalibration"] = len(val)
-            for warning in recal.warnings():
-                ctx.log.warning("%s seed %d: %s", ctx.method, ctx.seed, warning)
-        stats.update(self.extra_stats(model, data, split, ctx))
-        stats["n_test_episodes"] = len(test)
-        stats["jitter_escalations"] = self.counter.escalations
-        stats["jitter_max"] = self.counter.max_jitter
-        model_obj = {
+        torch.set_num_threads(int(ctx.config.get("torch_threads", 1) or 1))
+        super().train(ctx)
+
+    def run_outputs(self, n_test_episodes: int, test_seconds: float) -> tuple[dict, dict]:
+        stats = {**self.stats_, "test_seconds_per_episode": test_seconds / max(1, n_test_episodes),
+                 "n_test_episodes": n_test_episodes, "jitter_escalations": self.counter.escalations,
+                 "jitter_max": self.counter.max_jitter}
+        model = {
             "target": f"{type(self).__module__}:{type(self).__name__}",
             "params": dict(self.params),
-            "n_way": int(split["n_way"]),
-            "image_size": data.image_size,
-            "state_dict": model.state_dict(),
+            "n_way": self.n_way_,
+            "image_size": int(self.image_shape_[-1]),
+            "state_dict": self.model_.state_dict(),
         }
-        ctx.save_outputs(predictions_frame(probs, labels, recalibrated), model_obj, stats)
+        return model, stats
 
     def evaluate(self, ctx: RunContext, predictions=None) -> dict[str, float]:
         """The family metrics of the raw predictive (acc, nll, ece, mce) and of each recalibration:
@@ -335,3 +340,19 @@ class EpisodicMethod(Method):
                 if prefix == "ts":
                     metrics["acc_ts"] = m["accuracy"]
         return metrics
+
+
+class _EpisodeTensors(Sequence):
+    """Validation episodes (X_support, y_support, X_query, y_query) as Episode tensors, built when used."""
+
+    def __init__(self, episodes: Sequence, method: EpisodicMethod):
+        self.episodes, self.method = episodes, method
+
+    def __len__(self) -> int:
+        return len(self.episodes)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        m = self.method
+        return episode_tensors(*self.episodes[i], m.runtime.device, m.n_way_, m.image_shape_)

@@ -27,6 +27,21 @@ class ConvClassifier(nn.Module):
 
 
 class MAML(EpisodicMethod):
+    """MAML (first-order by default): a Conv4 classifier whose weights take ``inner_steps_test`` SGD steps on
+    each episode's support set before predicting its queries.
+
+    Example (random images stand in for a dataset; fit draws 3-way 1-shot episodes with 4 queries a class)::
+
+        >>> import numpy as np
+        >>> from uqcal.methods.fewshot import MAML
+        >>> rng = np.random.default_rng(0)
+        >>> X, y = rng.random((60, 28, 28)), np.repeat(np.arange(6), 10)  # 6 base classes, 10 images each
+        >>> model = MAML(train_episodes=2, width=8, inner_steps_test=2).fit(X, y, n_way=3, k_shot=1, n_query=4)
+        >>> X_support, y_support = rng.random((3, 28, 28)), np.array([10, 11, 12])  # a new episode's classes
+        >>> prediction = model.predict(X_support, y_support, rng.random((5, 28, 28)))
+        >>> prediction.probs.shape, prediction.classes.tolist()
+        ((5, 3), [10, 11, 12])
+    """
     defaults = {
         **EpisodicMethod.defaults,
         "inner_lr": 0.1,

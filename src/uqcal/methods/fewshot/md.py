@@ -13,8 +13,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from .backbones import build_backbone
-from .episodic import Episode, EpisodeData, EpisodicMethod
+from .episodic import Episode, EpisodicMethod
 from .gp_core import (
+    KERNELS,
+    SAMPLING,
     ClassKernels,
     dense_elbo,
     dense_moment_elbo,
@@ -39,6 +41,24 @@ class DeepKernelGP(nn.Module):
 
 
 class MirrorDescentGP(EpisodicMethod):
+    """MD-BFSC: a softmax-likelihood GP per class over a deep kernel, its posterior fitted on each episode's
+    support set by mirror descent (``inference="md"``, Eq. 4) or Euclidean gradient ascent (``"gd"``); the
+    query probabilities are Eq. 6a's Monte Carlo average of the softmax. Meta-training maximises the ELBO
+    (Eq. 5) through the unrolled inner loop.
+
+    Example (random images stand in for a dataset; fit draws 3-way 1-shot episodes with 4 queries a class)::
+
+        >>> import numpy as np
+        >>> from uqcal.methods.fewshot import MirrorDescentGP
+        >>> rng = np.random.default_rng(0)
+        >>> X, y = rng.random((60, 28, 28)), np.repeat(np.arange(6), 10)  # 6 base classes, 10 images each
+        >>> model = MirrorDescentGP(train_episodes=2, width=8, steps_test=5, n_pred_samples=50)
+        >>> model = model.fit(X, y, n_way=3, k_shot=1, n_query=4)
+        >>> X_support, y_support = rng.random((3, 28, 28)), np.array([10, 11, 12])  # a new episode's classes
+        >>> prediction = model.predict(X_support, y_support, rng.random((5, 28, 28)))
+        >>> prediction.probs.shape, prediction.classes.tolist()
+        ((5, 3), [10, 11, 12])
+    """
     defaults = {
         **EpisodicMethod.defaults,
         "inference": "md",  # md | gd
@@ -60,12 +80,8 @@ class MirrorDescentGP(EpisodicMethod):
         "convergence_steps": 30,
         "convergence_mc_samples": 2000,
     }
+    choices = {**EpisodicMethod.choices, "inference": INFERENCE, "kernel": KERNELS, "sampling": SAMPLING}
     stochastic_prediction = True
-
-    def __init__(self, params=None):
-        super().__init__(params)
-        if self.params["inference"] not in INFERENCE:
-            raise ValueError(f"inference must be one of {INFERENCE}, got {self.params['inference']!r}")
 
     def build_model(self, n_way: int, image_size: int) -> nn.Module:
         backbone = build_backbone(self.params["backbone"], image_size, int(self.params["width"]))
@@ -180,11 +196,10 @@ class MirrorDescentGP(EpisodicMethod):
         run_gradient_descent(kernel, onehot, steps, rho, n_inner, self.counter, gen, callback=record_whitened)
         return curves
 
-    def inner_loop_curves(self, model: DeepKernelGP, data: EpisodeData, episodes: list[dict], seed: int):
+    def inner_loop_curves(self, model: DeepKernelGP, episodes, seed: int):
         curves: dict[str, list] = {"md": [], "gd": [], "gd_whitened": []}
         model.eval()
-        for spec in episodes:
-            episode = data.episode(spec)
+        for episode in episodes:
             with torch.no_grad():
                 (features,) = model.kernels.prepare(model.backbone(episode.support_x))
                 kernel = model.kernels(features)
@@ -193,8 +208,10 @@ class MirrorDescentGP(EpisodicMethod):
                 curves[name].append(curve)
         return curves
 
-    def extra_stats(self, model, data, split, ctx) -> dict:
+    def extra_stats(self, model, validation) -> dict:
+        """Sec. 4.3's inner-loop ELBO curves (MD against GD) on the first ``n_convergence_episodes`` validation
+        episodes."""
         if self.params["inference"] != "md" or int(self.params["n_convergence_episodes"]) <= 0:
             return {}
-        episodes = split["val_episodes"][: int(self.params["n_convergence_episodes"])]
-        return {"inner_elbo_curves": self.inner_loop_curves(model, data, episodes, seed=ctx.seed)}
+        episodes = validation[: int(self.params["n_convergence_episodes"])]
+        return {"inner_elbo_curves": self.inner_loop_curves(model, episodes, seed=self.runtime.seed)}

@@ -17,6 +17,20 @@ def prototype_logits(support_features, support_y, query_features, n_way: int) ->
 
 
 class ProtoNet(EpisodicMethod):
+    """Prototypical networks: softmax of minus the squared distance to each class's mean embedding.
+
+    Example (random images stand in for a dataset; fit draws 3-way 1-shot episodes with 4 queries a class)::
+
+        >>> import numpy as np
+        >>> from uqcal.methods.fewshot import ProtoNet
+        >>> rng = np.random.default_rng(0)
+        >>> X, y = rng.random((60, 28, 28)), np.repeat(np.arange(6), 10)  # 6 base classes, 10 images each
+        >>> model = ProtoNet(train_episodes=2, width=8).fit(X, y, n_way=3, k_shot=1, n_query=4)
+        >>> X_support, y_support = rng.random((3, 28, 28)), np.array([10, 11, 12])  # a new episode's classes
+        >>> prediction = model.predict(X_support, y_support, rng.random((5, 28, 28)))
+        >>> prediction.probs.shape, prediction.classes.tolist()
+        ((5, 3), [10, 11, 12])
+    """
     defaults = dict(EpisodicMethod.defaults)
 
     def build_model(self, n_way: int, image_size: int) -> nn.Module:
