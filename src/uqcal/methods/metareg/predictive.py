@@ -78,7 +78,9 @@ class GridQuantilePredictive(QuantilePredictive):
         log_tail_lo = math.log(grid[0]) + (y - q[:, 0]) / left
         log_tail_hi = math.log(1 - grid[-1]) - (y - q[:, -1]) / right
         below, above = idx == 0, idx == q.shape[1]
-        cdf = np.where(below, np.exp(log_tail_lo), np.where(above, 1 - np.exp(log_tail_hi), p0 + slope * (y - q0)))
+        # (each tail's log CDF is <= its end level's where it is used; capped at 0 so the unused side can't overflow)
+        tail_lo, tail_hi = np.exp(np.minimum(log_tail_lo, 0.0)), np.exp(np.minimum(log_tail_hi, 0.0))
+        cdf = np.where(below, tail_lo, np.where(above, 1 - tail_hi, p0 + slope * (y - q0)))
         logpdf = np.where(below, log_tail_lo - np.log(left),
                           np.where(above, log_tail_hi - np.log(right), np.log(slope)))
         return np.clip(cdf, 0.0, 1.0), logpdf
