@@ -74,7 +74,7 @@ def main() -> None:
     workload, workload_cpu = (t * 1000 / args.epochs for t in (stats["train_seconds"], train_cpu))
 
     start, cpu_start = time.perf_counter(), time.process_time()
-    method.predict(model, data.test)
+    method._predict_episodes(model, data.test)
     infer = (time.perf_counter() - start) / len(data.test)
     infer_cpu = (time.process_time() - cpu_start) / len(data.test)
 

@@ -1,7 +1,8 @@
 """Honest reference predictors, labelled as such in every table.
 
-- MarginalGaussian: N(mean, std^2) of the training targets (per task where there are tasks: the task's
-  support set). The QR paper's Claim 5: perfectly calibrated in expectation, with no sharpness.
+- MarginalGaussian: N(mean, std^2) of the training targets. The QR paper's Claim 5: perfectly calibrated in
+  expectation, with no sharpness. (Meta-regression's per-task version is uqcal.methods.metareg's
+  TaskMarginalGaussian.)
 """
 
 from __future__ import annotations
@@ -68,56 +69,9 @@ class MarginalGaussian(Method):
 
     def train(self, ctx: RunContext) -> None:
         table, split = ctx.load_data(), ctx.load_split()
-        if "test_episodes" in split:  # an episodic (multi-task) split: the support sets are the data
-            self._train_episodic(ctx, table, split)
-            return
         self.runtime = ctx.runtime
         train, test = np.asarray(split["train"]), np.asarray(split["test"])
         X, y = np.asarray(table.X, dtype=np.float64), np.asarray(table.y, dtype=np.float64)
         prediction = self.fit(X[train], y[train]).predict(X[test])
         frame = pd.DataFrame({"y": y[test], "mean": prediction.mean, "std": prediction.std})
         ctx.save_outputs(frame, {"mean": self.mean_, "std": self.std_}, {})
-
-    # The meta-regression branch (metareg's ``marginal``): the metareg family moves it into its own package.
-    def _train_episodic(self, ctx: RunContext, table, split: dict) -> None:
-        y = table.y
-        y_mean, y_std = _metatrain_target_stats(table, split)
-        # A support set without spread (one point, or equal targets) says nothing about the task's
-        # spread: use the meta-training tasks' pooled within-task std instead of a near-zero sigma.
-        fallback = _pooled_within_task_std(table, split, y_mean, y_std)
-        rows, n_fallback = [], 0
-        for e, ep in enumerate(split["test_episodes"]):
-            ys, yq = (y[ep["support"]] - y_mean) / y_std, (y[ep["query"]] - y_mean) / y_std
-            mu, sd = ys.mean(), ys.std()
-            if sd < self.params["min_std"]:
-                sd, n_fallback = fallback, n_fallback + 1
-            rows.append(pd.DataFrame({"task": str(ep["task"]), "episode": e, "y": yq, "mean": mu, "std": sd}))
-        pred = pd.concat(rows, ignore_index=True)
-        model = {"note": "per-task support mean/std (standardised targets)", "y_mean": y_mean, "y_std": y_std,
-                 "fallback_std": fallback}
-        if n_fallback:
-            ctx.log.info("marginal: %d of %d support sets have no spread; their sigma is the meta-training "
-                         "tasks' pooled within-task std %.4g", n_fallback, len(split["test_episodes"]), fallback)
-        ctx.save_outputs(pred, model, {"zero_spread_support_sets": n_fallback})
-
-
-def _pooled_within_task_std(table, split, y_mean: float, y_std: float) -> float:
-    """sqrt(sum_t sum_i (y_ti - mean_t)^2 / sum_t (n_t - 1)) over the meta-training tasks, in the
-    standardised units of the predictions (1.0 if no training task has two rows)."""
-    y = (table.y - y_mean) / y_std
-    tasks = table.task
-    squares, dof = 0.0, 0
-    for task in split["tasks"]["train"]:
-        values = y[tasks == np.asarray(task, dtype=tasks.dtype)]
-        if len(values) > 1:
-            squares += float(((values - values.mean()) ** 2).sum())
-            dof += len(values) - 1
-    pooled = float(np.sqrt(squares / dof)) if dof else 0.0
-    return pooled if pooled > 0 else 1.0
-
-
-def _metatrain_target_stats(table, split) -> tuple[float, float]:
-    """Targets are standardised with meta-train statistics (see docs/metareg.md)."""
-    mask = np.isin(table.task, np.asarray(split["tasks"]["train"], dtype=table.task.dtype))
-    y = table.y[mask]
-    return float(y.mean()), float(y.std()) if y.std() > 0 else 1.0

@@ -21,6 +21,7 @@ from uqcal.methods.metareg.gmm_cdf import (
 from uqcal.methods.metareg.heads import QuantileHead, make_head
 from uqcal.methods.metareg.metacal import MetaCal
 from uqcal.methods.metareg.neural import MamlNet, SingleTaskNet, _network
+from uqcal.methods.metareg.predictive import from_standardised
 from uqcal.methods.metareg.synthetic import episode_split, sine_tasks
 
 torch.set_num_threads(1)
@@ -178,10 +179,9 @@ def _trained_like_model(data, **overrides):
     return method, method.build(data).double()
 
 
-def _with_targets(ep: Episodes, y: torch.Tensor) -> Episodes:
-    """The same support sets and query inputs; each query point repeated along a grid of targets."""
-    B, Q = y.shape[0], y.shape[1]
-    return Episodes(ep.xs, ep.ys, ep.xq[:, :1].expand(B, Q, -1), y)
+def _predictives(method, model, ep: Episodes) -> list:
+    """The predictive objects of a batch of episodes, in the standardised units the episodes are in."""
+    return method._predictives(method._predict_episodes(model, ep), 0.0, 1.0)
 
 
 @pytest.mark.parametrize("calibration", ["gmm", "emp"])
@@ -189,12 +189,13 @@ def test_h_is_a_valid_cdf_in_y_and_logpdf_is_its_derivative(data, calibration):
     method, model = _trained_like_model(data, calibration=calibration)
     ep = data.val[:3]
     grid = torch.linspace(-40, 40, 40001, dtype=DT).expand(3, -1)
-    cols = method.predict(model, _with_targets(ep, grid))
-    h = cols["pit"]
+    # Each task's first query point repeated along a grid of targets.
+    predictions = _predictives(method, model, Episodes(ep.xs, ep.ys, ep.xq[:, :1].expand(3, grid.shape[1], -1)))
+    h = torch.stack([torch.as_tensor(p.cdf(g.numpy())) for p, g in zip(predictions, grid, strict=True)])
     assert (h.diff(dim=-1) >= -1e-14).all(), "h not monotone in y"
     assert float(h[:, 0].max()) < 1e-8 and float(h[:, -1].min()) > 1 - 1e-8, "h does not go from 0 to 1"
     if calibration == "gmm":
-        density = cols["logpdf"].exp()
+        density = torch.stack([torch.as_tensor(p.logpdf(g.numpy())) for p, g in zip(predictions, grid, strict=True)]).exp()
         mass = torch.trapezoid(density, grid, dim=-1)
         torch.testing.assert_close(mass, torch.ones(3, dtype=DT), atol=1e-4, rtol=0)
         numeric = h.diff(dim=-1) / grid.diff(dim=-1)
@@ -205,8 +206,9 @@ def test_h_is_a_valid_cdf_in_y_and_logpdf_is_its_derivative(data, calibration):
 def test_quantile_inverse_error_below_1e_minus_4(data):
     method, model = _trained_like_model(data)
     ep = data.val[:4]
-    cols = method.predict(model, ep)
+    predictions = _predictives(method, model, ep)
     levels = (0.025, 0.05, 0.16, 0.84, 0.95, 0.975)
+    quantiles = np.stack([p.ppf(np.array(levels)) for p in predictions])  # (B, Q, levels)
     f, v, centers = method.adapt(model, ep)
     f, v, centers, sigma, alpha = (t.detach().numpy() for t in (f, v, centers, model.sigma, model.alpha))
     # Independent reference: numpy/scipy Eqs. (6), (8) (normalised), (9) and brentq for one point per task.
@@ -220,11 +222,12 @@ def test_quantile_inverse_error_below_1e_minus_4(data):
 
         for level in levels:
             reference = optimize.brentq(lambda y, lv=level: h(y) - lv, -50, 50, xtol=1e-12)
-            assert abs(float(cols[f"q{level}"][b, 0]) - reference) < 1e-4
-    for level in levels:  # h(h^{-1}(p)) = p for every query point
-        back = method.predict(model, Episodes(ep.xs, ep.ys, ep.xq, cols[f"q{level}"]))["pit"]
-        assert float((back - level).abs().max()) < 1e-4
-    assert torch.isfinite(cols["crps"]).all() and (cols["crps"] > 0).all()
+            assert abs(float(quantiles[b, 0, levels.index(level)]) - reference) < 1e-4
+    for i, level in enumerate(levels):  # h(h^{-1}(p)) = p for every query point
+        back = np.stack([p.cdf(quantiles[b, :, i]) for b, p in enumerate(predictions)])
+        assert float(np.abs(back - level).max()) < 1e-4
+    crps = np.stack([p.crps(ep.yq[b].numpy()) for b, p in enumerate(predictions)])
+    assert np.isfinite(crps).all() and (crps > 0).all()
 
 
 def test_bisection_inverts_a_known_function():
@@ -292,15 +295,15 @@ def test_maml_inner_loop_reduces_support_loss(data, head):
 def test_single_task_batched_training_equals_training_each_task_alone(data):
     """vmap-batched per-task training must give each task exactly what training it alone gives."""
     method = SingleTaskNet({"head": "ng", "epochs": 15})
-    method._data = data
+    method.data_ = data
     ep = data.val[:3]
     torch.manual_seed(5)
-    together = method.predict(None, ep)
+    together = method._predict_episodes(None, ep)
     for b in range(3):
         torch.manual_seed(5)
         for _ in range(b):  # advance the RNG past the first b networks' initialisations
             _network(make_head("ng"), data, method.params)
-        alone = method.predict(None, ep[b : b + 1])
+        alone = method._predict_episodes(None, ep[b : b + 1])
         torch.testing.assert_close(alone["mean"][0], together["mean"][b], atol=1e-8, rtol=0)
         torch.testing.assert_close(alone["std"][0], together["std"][b], atol=1e-8, rtol=0)
 
@@ -310,11 +313,13 @@ def test_quantile_head_reads_a_gaussian_cdf_back():
     grid = head.grid.to(DT)
     mean, std = 0.3, 1.7
     q = torch.tensor(stats.norm.ppf(grid.numpy(), mean, std), dtype=DT).expand(1, 5, -1)
-    y = torch.tensor([[-3.0, -0.5, 0.3, 1.0, 4.0]], dtype=DT)
-    cols = head.summarise(q, y)
-    np.testing.assert_allclose(cols["pit"].numpy(), stats.norm.cdf(y.numpy(), mean, std), atol=2e-3)
-    np.testing.assert_allclose(
-        cols["logpdf"][:, 1:4].numpy(), stats.norm.logpdf(y[:, 1:4].numpy(), mean, std), atol=2e-2
-    )
-    np.testing.assert_allclose(cols["q0.975"].numpy(), stats.norm.ppf(0.975, mean, std), atol=1e-5)
-    assert abs(float(cols["mean"][0, 0]) - mean) < 1e-5
+    y = np.array([-3.0, -0.5, 0.3, 1.0, 4.0])
+    outputs = head.summarise(q)
+    prediction = from_standardised({k: v.numpy() for k, v in outputs.items()}, 0.0, 1.0)[0]
+    np.testing.assert_allclose(prediction.cdf(y), stats.norm.cdf(y, mean, std), atol=2e-3)
+    np.testing.assert_allclose(prediction.logpdf(y)[1:4], stats.norm.logpdf(y[1:4], mean, std), atol=2e-2)
+    np.testing.assert_allclose(prediction.ppf(0.975), stats.norm.ppf(0.975, mean, std), atol=1e-5)
+    assert abs(float(prediction.point()[0]) - mean) < 1e-5
+    # Beyond the grid's ends (levels 1/200 and 199/200) the exponential tails keep the CDF inside (0, 1).
+    far = prediction.cdf(np.array([-30.0, -20.0, 0.3, 20.0, 30.0]))
+    assert 0 < far[0] < far[1] < 1 / 200 and 199 / 200 < far[3] < far[4] < 1

@@ -1,5 +1,8 @@
 """Methods of the `metareg` family (Iwata & Kumagai). Add a method: one module here plus one line in METHODS.
 
+Every method is an estimator: ``fit(tasks)`` with tasks a sequence of ``(X_t, y_t)``, then
+``predict(X_support, y_support, X_query)`` -> a predictive object (uqcal.core.predictive) in the targets' units.
+
 Every variant/ablation is a MethodEntry override of one class; docs/metareg.md explains each.
 """
 
@@ -13,7 +16,7 @@ _POOLED = "uqcal.methods.metareg.neural:PooledNet"
 _GAUSSIAN_GP = {"objective": "nll", "calibration": "none"}
 
 METHODS: dict[str, MethodEntry] = {
-    "marginal": MethodEntry("uqcal.methods.reference_predictors:MarginalGaussian"),
+    "marginal": MethodEntry("uqcal.methods.metareg.marginal:TaskMarginalGaussian"),
     # Table 1-3: the proposed method and the baselines
     "metacal": MethodEntry(_METACAL),
     "mdkl": MethodEntry(_METACAL, overrides=_GAUSSIAN_GP),
@@ -82,6 +85,7 @@ _PUBLIC = {
     "MamlNet": "uqcal.methods.metareg.neural:MamlNet",
     "PooledNet": "uqcal.methods.metareg.neural:PooledNet",
     "AGP": "uqcal.methods.metareg.agp:AGP",
+    "TaskMarginalGaussian": "uqcal.methods.metareg.marginal:TaskMarginalGaussian",
 }
 __all__ = [
     "FAMILY",
@@ -94,5 +98,6 @@ __all__ = [
     "MamlNet",
     "PooledNet",
     "AGP",
+    "TaskMarginalGaussian",
 ]
 __getattr__, __dir__ = lazy_getattr(__name__, _PUBLIC)

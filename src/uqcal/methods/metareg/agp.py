@@ -26,9 +26,23 @@ class _SparseGP(gpytorch.models.ExactGP):
 
 
 class AGP(MetaRegMethod):
+    """AGP (Table 5): an SGPR with ``n_inducing`` pseudo-inputs fitted by ``iterations`` Adam steps (learning rate
+    ``lr``) on at most ``n_pool_max`` rows of the pooled meta-training data, then conditioned on each task's
+    support set (FITC).
+
+    >>> import numpy as np
+    >>> from uqcal.methods.metareg import AGP
+    >>> rng = np.random.default_rng(0)
+    >>> tasks = [(x, np.sin(x[:, 0] + rng.uniform(0, 3))) for x in rng.uniform(-3, 3, (8, 50, 1))]
+    >>> gp = AGP(iterations=5, n_inducing=8).fit(tasks)
+    >>> x = rng.uniform(-3, 3, (15, 1))
+    >>> gp.predict(x[:5], np.sin(x[:5, 0]), x[5:]).std.shape
+    (10,)
+    """
+
     defaults = {"n_inducing": 32, "n_pool_max": 1000, "iterations": 200, "lr": 0.05, "max_train_tasks": None}
 
-    def fit(self, data, ctx, generator):
+    def _train_model(self, data, generator):
         p = self.params
         X, y = data.pooled()
         if len(y) > p["n_pool_max"]:
@@ -51,7 +65,7 @@ class AGP(MetaRegMethod):
         return model, {"train_seconds": time.perf_counter() - start, "final_train_nmll": float(loss.detach())}
 
     @torch.no_grad()
-    def predict(self, model: _SparseGP, episodes: Episodes):
+    def _predict_episodes(self, model: _SparseGP, episodes: Episodes):
         base = model.base_kernel
         inducing = model.covar_module.inducing_points
         noise = model.likelihood.noise.squeeze()
@@ -70,7 +84,7 @@ class AGP(MetaRegMethod):
         fitc_diag = (prior_var - torch.diagonal(q_ss, dim1=-2, dim2=-1)).clamp_min(0) + noise
         K_ss = q_ss + torch.diag_embed(fitc_diag)
         K_sq = half_s.transpose(-1, -2) @ half_q
-        k_qq = (prior_var + noise).expand(episodes.yq.shape)
+        k_qq = (prior_var + noise).expand(episodes.xq.shape[:2])
         mean, var = batched_gp_posterior(K_ss, K_sq, k_qq, episodes.ys, constant, constant)
         return {"mean": mean, "std": var.sqrt()}
 

@@ -1,4 +1,4 @@
-"""Episode data and the shared meta-training loop of the `metareg` family.
+"""Episode tensors, the shared meta-training loop and the estimator base class of the `metareg` family.
 
 Targets and features are standardised with the meta-training tasks' statistics (see docs/metareg.md);
 every prediction and metric of this family is in those standardised units.
@@ -13,13 +13,12 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import torch
 from torch import nn
 
-from uqcal.methods.api import Method, RunContext
-
-QUANTILE_LEVELS = (0.025, 0.05, 0.16, 0.84, 0.95, 0.975)
+from uqcal.methods.api import Method, ParameterError, RunContext, Runtime
+from uqcal.methods.metareg.predictive import from_standardised
+from uqcal.methods.metareg.tasks import choose_tasks, features, load_arrays, predictions_frame, split_arrays, targets
 
 
 def feedforward(
@@ -41,95 +40,104 @@ def feedforward(
 
 @dataclass
 class Episodes:
-    """A batch of episodes: support (xs, ys) and query (xq, yq), leading dimension = task."""
+    """A batch of episodes: support (xs, ys) and query (xq, yq), leading dimension = task. ``yq`` is None for
+    episodes whose query targets are unknown (prediction)."""
 
     xs: torch.Tensor  # (B, S, D)
     ys: torch.Tensor  # (B, S)
     xq: torch.Tensor  # (B, Q, D)
-    yq: torch.Tensor  # (B, Q)
+    yq: torch.Tensor | None = None  # (B, Q)
 
     def __len__(self) -> int:
         return self.xs.shape[0]
 
     def __getitem__(self, index) -> Episodes:
-        return Episodes(self.xs[index], self.ys[index], self.xq[index], self.yq[index])
+        return Episodes(self.xs[index], self.ys[index], self.xq[index], None if self.yq is None else self.yq[index])
 
 
 class EpisodeData:
-    """Standardised tensors of one metareg split: padded meta-training tasks and fixed val/test episodes."""
+    """Standardised tensors for meta-training: the meta-training tasks, padded to one width, and the fixed
+    validation episodes (``val``; None without them). Features and targets are standardised with the
+    meta-training tasks' statistics (no peeking at validation or test tasks; docs/metareg.md).
 
-    def __init__(
-        self,
-        X,
-        y,
-        task,
-        split: dict,
-        max_train_tasks: int | None = None,
-        rng=None,
-        device="cpu",
-        dtype=torch.float64,
-    ):
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim == 1:
-            X = X[:, None]
-        y = np.asarray(y, dtype=np.float64)
-        task = np.asarray(task)
-        for key in ("tasks", "n_support", "val_episodes", "test_episodes"):
-            if key not in split:
-                raise KeyError(f"metareg split is missing {key!r}")
-        self.n_support = int(split["n_support"])
-        self.n_query = int(split.get("n_query", len(split["test_episodes"][0]["query"])))
-        train_tasks = list(split["tasks"]["train"])
-        if max_train_tasks is not None and max_train_tasks < len(train_tasks):
-            if max_train_tasks < 1:
-                raise ValueError(f"max_train_tasks must be >= 1, got {max_train_tasks}")
-            order = (rng or np.random.default_rng(0)).permutation(len(train_tasks))
-            train_tasks = [train_tasks[i] for i in sorted(order[:max_train_tasks])]
-        task_str = task.astype(str)
-        rows = [np.flatnonzero(task_str == str(t)) for t in train_tasks]
+    ``EpisodeData(X, y, task, split)`` builds it from a split file's contract (tests, benchmarks; it also holds
+    the ``test`` episodes); ``EpisodeData.from_tasks`` from arrays (what ``fit`` uses)."""
+
+    def __init__(self, X, y, task, split: dict, max_train_tasks: int | None = None, rng=None, device="cpu",
+                 dtype=torch.float64):
+        arrays = split_arrays(X, y, task, split)
+        keep = choose_tasks(len(arrays["tasks"]), max_train_tasks, rng)
+        self._build([arrays["tasks"][i] for i in keep], arrays["validation"], arrays["n_support"],
+                    arrays["n_query"], device, dtype, [arrays["names"][i] for i in keep])
+        self.test = self.episodes(arrays["test"])
+        self.test_tasks = arrays["test_tasks"]
+
+    @classmethod
+    def from_tasks(cls, tasks, validation=None, *, n_support: int, n_query: int, device="cpu",
+                   dtype=torch.float64) -> EpisodeData:
+        """``tasks``: [(X_t (N_t, D), y_t (N_t,))], each with at least ``n_support + n_query`` rows;
+        ``validation``: [(X_support, y_support, X_query, y_query)] or None; original units."""
+        data = cls.__new__(cls)
+        data._build(tasks, validation, n_support, n_query, device, dtype, [str(i) for i in range(len(tasks))])
+        return data
+
+    def _build(self, tasks, validation, n_support, n_query, device, dtype, names):
+        if not tasks:
+            raise ValueError("tasks is empty: meta-training needs at least one task")
+        self.n_support, self.n_query = int(n_support), int(n_query)
+        arrays = []
+        for i, (X_t, y_t) in enumerate(tasks):
+            X_t = features(X_t, f"tasks[{i}] X")
+            arrays.append((X_t, targets(y_t, len(X_t), f"tasks[{i}] y")))
+        widths = {a[0].shape[1] for a in arrays}
+        if len(widths) != 1:
+            raise ValueError(f"the tasks' features have different numbers of columns: {sorted(widths)}")
         needed = self.n_support + self.n_query
-        too_small = [str(t) for t, r in zip(train_tasks, rows, strict=True) if len(r) < needed]
+        too_small = [n for n, a in zip(names, arrays, strict=True) if len(a[1]) < needed]
         if too_small:
-            raise ValueError(f"meta-training tasks with fewer than N_S + N_Q rows: {too_small[:5]}")
-        train_rows = np.concatenate(rows)
+            raise ValueError(f"meta-training tasks with fewer than N_S + N_Q = {needed} rows: {too_small[:5]}")
+        X_train = np.concatenate([a[0] for a in arrays])
+        y_train = np.concatenate([a[1] for a in arrays])
         # Standardise with meta-training statistics only (no peeking at val/test tasks).
-        self.x_mean = X[train_rows].mean(0)
-        self.x_std = np.where(X[train_rows].std(0) > 0, X[train_rows].std(0), 1.0)
-        self.y_mean = float(y[train_rows].mean())
-        self.y_std = float(y[train_rows].std()) or 1.0
-        self.X = (X - self.x_mean) / self.x_std
-        self.y = (y - self.y_mean) / self.y_std
-        self.task = task
+        self.x_mean = X_train.mean(0)
+        self.x_std = np.where(X_train.std(0) > 0, X_train.std(0), 1.0)
+        self.y_mean = float(y_train.mean())
+        self.y_std = float(y_train.std()) or 1.0
         self.dtype, self.device = dtype, torch.device(device)
-        self.train_tasks = train_tasks
-        self.n_features = X.shape[1]
-        counts = np.array([len(r) for r in rows])
+        self.train_tasks = list(names)
+        self.n_features = X_train.shape[1]
+        counts = np.array([len(a[1]) for a in arrays])
         width = counts.max()
-        index = np.zeros((len(rows), width), dtype=np.int64)
-        for i, r in enumerate(rows):
-            index[i, : len(r)] = r
+        padded_X = np.zeros((len(arrays), width, self.n_features))
+        padded_y = np.zeros((len(arrays), width))  # padding: never drawn (train_counts)
+        for i, (X_t, y_t) in enumerate(arrays):
+            padded_X[i, : len(y_t)], padded_y[i, : len(y_t)] = self.standardise_x(X_t), self.standardise_y(y_t)
         self.train_counts = torch.as_tensor(counts, device=self.device)
-        self.train_X = self._tensor(self.X[index])
-        self.train_y = self._tensor(self.y[index])
-        self.train_rows = train_rows
-        self.val = self.episodes(split["val_episodes"])
-        self.test = self.episodes(split["test_episodes"])
-        self.test_tasks = [e["task"] for e in split["test_episodes"]]
+        self.train_X = self._tensor(padded_X)
+        self.train_y = self._tensor(padded_y)
+        self.pooled_X, self.pooled_y = X_train, y_train
+        self.val = self.episodes(validation) if validation else None
+
+    def standardise_x(self, X) -> np.ndarray:
+        return (X - self.x_mean) / self.x_std
+
+    def standardise_y(self, y) -> np.ndarray:
+        return (y - self.y_mean) / self.y_std
 
     def _tensor(self, array) -> torch.Tensor:
         return torch.as_tensor(np.asarray(array), dtype=self.dtype, device=self.device)
 
-    def episodes(self, listing: list[dict]) -> Episodes:
+    def episodes(self, listing) -> Episodes:
+        """[(X_support, y_support, X_query[, y_query])] of equal sizes, original units -> standardised Episodes."""
         if not listing:
-            raise ValueError("metareg split has an empty episode list")
-        support = np.array([e["support"] for e in listing], dtype=np.int64)
-        query = np.array([e["query"] for e in listing], dtype=np.int64)
-        return Episodes(
-            self._tensor(self.X[support]),
-            self._tensor(self.y[support]),
-            self._tensor(self.X[query]),
-            self._tensor(self.y[query]),
-        )
+            raise ValueError("metareg: an empty episode list")
+        columns = list(zip(*listing, strict=True))
+        xs = self.standardise_x(np.stack([features(x, "X_support") for x in columns[0]]))
+        ys = self.standardise_y(np.stack([np.asarray(v, dtype=np.float64) for v in columns[1]]))
+        xq = self.standardise_x(np.stack([features(x, "X_query") for x in columns[2]]))
+        yq = self.standardise_y(np.stack([np.asarray(v, dtype=np.float64) for v in columns[3]])) \
+            if len(columns) > 3 else None
+        return Episodes(self._tensor(xs), self._tensor(ys), self._tensor(xq), None if yq is None else self._tensor(yq))
 
     def sample(self, task_index: torch.Tensor, n_support: int, n_query: int, generator) -> Episodes:
         """Alg. 1 lines 3-4 for a batch of tasks at once: disjoint random support/query sets per task."""
@@ -147,7 +155,8 @@ class EpisodeData:
         return Episodes(X[:, :n_support], y[:, :n_support], X[:, n_support:], y[:, n_support:])
 
     def pooled(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._tensor(self.X[self.train_rows]), self._tensor(self.y[self.train_rows])
+        """The meta-training tasks' rows, concatenated in task order (standardised)."""
+        return self._tensor(self.standardise_x(self.pooled_X)), self._tensor(self.standardise_y(self.pooled_y))
 
 
 def calibration_loss_per_episode(pit: torch.Tensor) -> torch.Tensor:
@@ -221,13 +230,16 @@ def meta_train(
     loss_fn,
     data: EpisodeData,
     params: dict,
-    ctx: RunContext | None,
+    hooks,
     generator: torch.Generator,
     monitor=None,
 ) -> dict:
     """Alg. 1 with Adam, 32 tasks a batch, one epoch = one pass over the meta-training tasks (ragged last
     batch dropped), at most ``epochs`` epochs, and ``EarlyStopping`` on the meta-validation episodes' loss
-    (checked at the end of an epoch once ``eval_every`` Adam steps have passed since the last check).
+    (checked at the end of an epoch once ``eval_every`` Adam steps have passed since the last check); without
+    validation episodes (``data.val`` None) all epochs run and the last state is kept.
+    ``hooks``: None, or what reports and resumes the loop (``FitHooks``): ``progress(...)``, ``log``, ``name``
+    and ``checkpoint()`` (a uqcal.core.resume.TrainingCheckpoint or None).
     ``monitor(step, model)``, if given, is called at every check (e.g. to record extra validation curves)."""
     optimiser = torch.optim.Adam(model.parameters(), lr=params["lr"])
     n_tasks = len(data.train_tasks)
@@ -235,7 +247,7 @@ def meta_train(
     stopper = early_stopping(params)
     stopper.best_state = copy.deepcopy(model.state_dict())
     steps, epochs_run, elapsed, first_epoch = 0, 0, 0.0, 0
-    checkpoint = ctx.checkpoint() if ctx is not None else None
+    checkpoint = hooks.checkpoint() if hooks is not None else None
     state = checkpoint.load() if checkpoint is not None else None
     if state is not None:  # resume exactly where an interrupted run saved: weights, Adam moments, RNG streams
         model.load_state_dict(state["model"])
@@ -248,7 +260,7 @@ def meta_train(
         first_epoch = epochs_run = state["epoch"]
         steps, elapsed = state["steps"], state["elapsed"]
     epochs = range(first_epoch, params["epochs"])
-    iterator = ctx.progress(epochs, total=len(epochs), desc="meta-train") if ctx else epochs
+    iterator = hooks.progress(epochs, total=len(epochs), desc="meta-train") if hooks is not None else epochs
     start = time.perf_counter()
     stopped = state is not None and state.get("stopped", False)
     failures = state.get("fit_failures", 0) if state is not None else 0
@@ -266,7 +278,7 @@ def meta_train(
             optimiser.step()
             steps += 1
         epochs_run = epoch + 1
-        if not stopped and (stopper.due(steps) or epoch + 1 == params["epochs"]):
+        if not stopped and data.val is not None and (stopper.due(steps) or epoch + 1 == params["epochs"]):
             model.eval()
             with torch.no_grad():
                 val = float(loss_fn(model, data.val))
@@ -289,11 +301,12 @@ def meta_train(
         if stopped:
             break
     if failures:
-        name = f"{ctx.method} seed {ctx.seed}" if ctx is not None else "meta_train"
-        log = ctx.log if ctx is not None else logging.getLogger(__name__)
+        name = getattr(hooks, "name", "meta_train")
+        log = getattr(hooks, "log", None) or logging.getLogger(__name__)
         log.warning("%s: non-finite loss at step %d; training stopped, the best state (step %d) restored",
                     name, steps, stopper.best_step)
-    model.load_state_dict(stopper.best_state)
+    if data.val is not None or failures:
+        model.load_state_dict(stopper.best_state)
     model.eval()
     return {
         "fit_failures": failures,
@@ -306,76 +319,134 @@ def meta_train(
     }
 
 
-def predictions_frame(data: EpisodeData, columns: dict[str, np.ndarray]) -> pd.DataFrame:
-    """One row per meta-test query point: task, episode, y (standardised) and the method's columns."""
-    n_episodes, n_query = data.test.yq.shape
-    frame = {
-        "task": np.repeat(np.asarray(data.test_tasks, dtype=str), n_query),
-        "episode": np.repeat(np.arange(n_episodes), n_query),
-        "y": data.test.yq.detach().cpu().numpy().reshape(-1),
-    }
-    for name, values in columns.items():
-        values = np.asarray(values.detach().cpu() if torch.is_tensor(values) else values, dtype=np.float64)
-        if values.shape != (n_episodes, n_query):
-            raise ValueError(
-                f"prediction column {name!r} has shape {values.shape}, want {(n_episodes, n_query)}"
-            )
-        frame[name] = values.reshape(-1)
-    return pd.DataFrame(frame)
+@dataclass
+class FitHooks:
+    """What reports and resumes a training loop (``meta_train``): the estimator's Runtime (progress, log, name)
+    and, on the pipeline path, the run's checkpoint."""
+
+    runtime: Runtime
+    training_checkpoint: object | None = None
+
+    @property
+    def log(self) -> logging.Logger:
+        return self.runtime.log
+
+    @property
+    def name(self) -> str:
+        return f"{self.runtime.name} seed {self.runtime.seed}"
+
+    def progress(self, iterable, total=None, desc=""):
+        return self.runtime.progress(iterable, total=total, desc=desc)
+
+    def checkpoint(self):
+        return self.training_checkpoint
+
+
+# Algorithm 1's support and query sizes when neither fit's arguments nor validation episodes give them: the
+# paper's smallest N_S and its N_Q (Sec. 5.3).
+DEFAULT_N_SUPPORT, DEFAULT_N_QUERY = 10, 30
 
 
 class MetaRegMethod(Method):
-    """Shared driver: load + standardise the split, ``fit``, predict the meta-test episodes, save."""
+    """A meta-regression estimator (Iwata & Kumagai's setting): ``fit(tasks)`` meta-trains on tasks
+    ``[(X_t, y_t)]``; ``predict(X_support, y_support, X_query)`` adapts to one new task's support set and returns
+    the predictive distribution of its query points, in the targets' original units. Features and targets are
+    standardised inside with the meta-training tasks' statistics.
+
+    ``train(ctx)`` is the pipeline's path through the same ``fit`` and ``predict_tasks``."""
 
     defaults: dict = {}
+    # String parameters and their accepted values (checked by the constructor, naming the key).
+    choices: dict[str, tuple[str, ...]] = {}
+    # Set by ``train``: where an interrupted pipeline run's meta-training resumes (uqcal.core.resume).
+    checkpoint = None
 
-    def fit(
-        self, data: EpisodeData, ctx: RunContext | None, generator: torch.Generator
-    ) -> tuple[object, dict]:
+    def __init__(self, params=None, /, *, seed: int = 0, device="cpu", **kwargs):
+        super().__init__(params, seed=seed, device=device, **kwargs)
+        for key, allowed in self.choices.items():
+            if self.params[key] not in allowed:
+                raise ParameterError(f"{type(self).__name__}.{key}: expected one of {list(allowed)}, got "
+                                     f"{self.params[key]!r}")
+
+    # ---- the estimator protocol ------------------------------------------------------------------------
+    def fit(self, tasks, validation_tasks=None, *, n_support: int | None = None, n_query: int | None = None):
+        """Meta-train on ``tasks``: a sequence of ``(X_t, y_t)``, features (N_t, D) and targets (N_t,) of one
+        meta-training task each (original units; every task needs at least n_support + n_query rows).
+
+        ``validation_tasks``: fixed meta-validation episodes ``(X_support, y_support, X_query, y_query)`` for
+        early stopping; None trains every epoch and keeps the last state. ``n_support`` / ``n_query``: the
+        support and query sizes of the training episodes (Alg. 1's N_S, N_Q); None takes the validation
+        episodes' sizes, else 10 and 30 (Sec. 5.3). Random draws (the ``max_train_tasks`` subset, weights,
+        episodes) come from ``self.runtime``'s streams. Returns self."""
+        tasks = list(tasks)
+        validation = list(validation_tasks) if validation_tasks else None
+        if n_support is None:
+            n_support = len(validation[0][1]) if validation else DEFAULT_N_SUPPORT
+        if n_query is None:
+            n_query = len(validation[0][3]) if validation else DEFAULT_N_QUERY
+        self.runtime.seed_everything()
+        keep = choose_tasks(len(tasks), self.params.get("max_train_tasks"), self.runtime.rng(1))
+        data = EpisodeData.from_tasks([tasks[i] for i in keep], validation, n_support=n_support, n_query=n_query,
+                                      device=self.runtime.device)
+        seed = int(self.runtime.rng(2).integers(0, 2**31 - 1))
+        torch.manual_seed(seed)
+        generator = torch.Generator(device="cpu").manual_seed(seed)  # CPU draws, moved: one stream per seed
+        self.data_ = data
+        self.model_, self.fit_stats_ = self._train_model(data, generator)
+        self.fitted_ = True
+        return self
+
+    def predict(self, X_support, y_support, X_query):
+        """The predictive distribution of the query points ``X_query`` (Q, D) of one task, adapted to its
+        support set ``X_support`` (S, D), ``y_support`` (S,); original units."""
+        return self.predict_tasks([(X_support, y_support, X_query)])[0]
+
+    def predict_tasks(self, episodes) -> list:
+        """``predict`` for many episodes ``(X_support, y_support, X_query)`` at once (batched where their sizes
+        agree): one predictive object per episode."""
+        self.check_fitted()
+        episodes = [tuple(e[:3]) for e in episodes]
+        shapes = {(np.shape(e[0])[0], np.shape(e[2])[0]) for e in episodes}
+        if len(shapes) > 1:
+            return [p for e in episodes for p in self.predict_tasks([e])]
+        outputs = self._predict_episodes(self.model_, self.data_.episodes(episodes))
+        return self._predictives(outputs, self.data_.y_mean, self.data_.y_std)
+
+    # ---- what each method supplies ---------------------------------------------------------------------
+    def _train_model(self, data: EpisodeData, generator: torch.Generator) -> tuple[object, dict]:
         raise NotImplementedError
 
-    def predict(self, model, episodes: Episodes) -> dict[str, torch.Tensor | np.ndarray]:
+    def _predict_episodes(self, model, episodes: Episodes) -> dict:
+        """Standardised outputs for a batch of episodes (``predictive.from_standardised``)."""
         raise NotImplementedError
+
+    def _predictives(self, outputs: dict, y_mean: float, y_std: float) -> list:
+        host = {k: v.detach().cpu().numpy() if torch.is_tensor(v) else v for k, v in outputs.items()}
+        return from_standardised(host, y_mean, y_std)
 
     def extra_stats(self, model) -> dict:
         return {}
 
-    def load(self, ctx: RunContext) -> EpisodeData:
-        from uqcal.data.datasets import load_table
+    def _hooks(self) -> FitHooks:
+        return FitHooks(self.runtime, self.checkpoint)
 
-        # ctx.load_data() needs the full config; the CLI's job carries the dataset spec instead.
-        table = load_table(ctx.dataset, spec=ctx.dataset_spec, raw_path=ctx.raw_path)
-        if getattr(table, "task", None) is None:
-            raise ValueError(f"dataset {ctx.dataset!r} has no task column; metareg needs multitask data")
-        return EpisodeData(
-            table.X,
-            table.y,
-            table.task,
-            ctx.load_split(),
-            max_train_tasks=self.params.get("max_train_tasks"),
-            rng=ctx.rng(1),
-            device=ctx.device,
-        )
-
-    def run(self, data: EpisodeData, ctx: RunContext | None = None, seed: int = 0):
-        """Fit and predict; returns (predictions frame, model, stats). Usable without a RunContext."""
-        torch.manual_seed(seed)
-        generator = torch.Generator(device="cpu").manual_seed(seed)  # CPU draws, moved: one stream per seed
-        model, stats = self.fit(data, ctx, generator)
-        start = time.perf_counter()
-        columns = self.predict(model, data.test)
-        stats["predict_seconds_per_task"] = (time.perf_counter() - start) / len(data.test)
-        stats.update(self.extra_stats(model))
-        stats.update({"n_train_tasks": len(data.train_tasks), "y_mean": data.y_mean, "y_std": data.y_std})
-        return predictions_frame(data, columns), model, stats
-
+    # ---- the pipeline's path ---------------------------------------------------------------------------
     def train(self, ctx: RunContext) -> None:
         torch.set_num_threads(int(ctx.config.get("torch_threads", 1) or 1))
-        ctx.seed_everything()
-        data = self.load(ctx)
-        seed = int(ctx.rng(2).integers(0, 2**31 - 1))
-        frame, model, stats = self.run(data, ctx, seed)
-        state = model.state_dict() if isinstance(model, nn.Module) else model
+        self.runtime, self.checkpoint = ctx.runtime, ctx.checkpoint()
+        arrays = load_arrays(ctx)
+        if arrays["n_support"] is None or not arrays["validation"]:
+            raise ValueError(f"{ctx.split_path}: a metareg split needs n_support and val_episodes")
+        self.fit(arrays["tasks"], arrays["validation"], n_support=arrays["n_support"], n_query=arrays["n_query"])
+        start = time.perf_counter()
+        predictions = self.predict_tasks(arrays["test"])
+        stats = {**self.fit_stats_, "predict_seconds_per_task": (time.perf_counter() - start) / len(predictions)}
+        stats.update(self.extra_stats(self.model_))
+        data = self.data_
+        stats.update({"n_train_tasks": len(data.train_tasks), "y_mean": data.y_mean, "y_std": data.y_std})
+        frame = predictions_frame(arrays["test_tasks"], [e[3] for e in arrays["test"]], predictions, data.y_mean,
+                                  data.y_std)
+        state = self.model_.state_dict() if isinstance(self.model_, nn.Module) else self.model_
         ctx.save_outputs(frame, {"state": state, "params": self.params}, stats)
 
 
@@ -406,7 +477,7 @@ class EpisodicMetaMethod(MetaRegMethod):
     def loss(self, model, episodes: Episodes) -> torch.Tensor:
         return self.episode_losses(model, episodes).mean()
 
-    def fit(self, data, ctx, generator):
+    def _train_model(self, data, generator):
         model = self.build(data).to(device=data.device, dtype=data.dtype)
-        stats = meta_train(model, self.loss, data, self.params, ctx, generator)
+        stats = meta_train(model, self.loss, data, self.params, self._hooks(), generator)
         return model, stats

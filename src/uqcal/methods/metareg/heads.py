@@ -1,9 +1,10 @@
 """Output heads of the neural baselines: SQR (pinball), NG (Gaussian likelihood), BD (MC dropout).
 
-A head turns a network ``forward(x) -> raw`` into a training loss and into prediction columns. The same
+A head turns a network ``forward(x) -> raw`` into a training loss and into a predictive's parameters. The same
 head serves the single-task (sqr, ng, bd), MAML (msqr, mng, mbd) and pooled (asqr, ang, abd) methods.
 ``loss`` and ``raw_prediction`` work on one task (they run under torch.func.vmap); ``summarise`` is
-batched over tasks, (B, Q, K) -> columns (B, Q).
+batched over tasks, (B, Q, K) -> the standardised outputs ``predictive.from_standardised`` reads: ``mean`` and
+``std`` (B, Q), or SQR's ``quantiles`` (B, Q, K) at ``levels`` (K,).
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ import math
 
 import torch
 from torch.nn import functional as F
-
-from uqcal.methods.metareg.episodes import QUANTILE_LEVELS
 
 PINBALL_LEVELS = tuple(round(0.1 * i, 1) for i in range(1, 10))  # Sec. 5.2: p in {0.1, ..., 0.9}
 
@@ -40,7 +39,7 @@ class GaussianHead:
         mean, std = self._mean_std(forward(x))
         return torch.stack([mean, std], -1)
 
-    def summarise(self, raw, y):
+    def summarise(self, raw):
         return {"mean": raw[..., 0], "std": raw[..., 1]}
 
 
@@ -62,14 +61,14 @@ class DropoutHead:
     def raw_prediction(self, forward, x):
         return torch.stack([forward(x)[..., 0] for _ in range(self.samples)], -1)
 
-    def summarise(self, raw, y):
+    def summarise(self, raw):
         return {"mean": raw.mean(-1), "std": raw.std(-1).clamp_min(1e-6)}
 
 
 class QuantileHead:
     """SQR (Tagasovska & Lopez-Paz): the net takes (x, p) and outputs the p-quantile; pinball loss over
-    p in {0.1..0.9}. Prediction evaluates a grid of levels, sorts them (monotone rearrangement) and reads
-    the CDF at y by linear interpolation, with exponential tails beyond the grid's ends."""
+    p in {0.1..0.9}. Prediction evaluates a grid of levels and sorts them (monotone rearrangement); the CDF
+    is linear between them with exponential tails beyond the grid's ends (GridQuantilePredictive)."""
 
     name = "sqr"
     dropout = 0.0
@@ -97,53 +96,15 @@ class QuantileHead:
     def raw_prediction(self, forward, x):
         return self._quantiles(forward, x, self.grid.to(dtype=x.dtype, device=x.device))
 
-    def summarise(self, raw, y):
-        grid = self.grid.to(dtype=raw.dtype, device=raw.device)
-        q = raw.sort(-1).values  # rearrangement: a monotone quantile function
-        q = q + 1e-8 * torch.arange(q.shape[-1], dtype=q.dtype, device=q.device)  # strictly increasing
-        columns = {"mean": _interp(torch.full_like(y, 0.5), grid, q)}
-        for level in QUANTILE_LEVELS:
-            columns[f"q{level}"] = _interp(torch.full_like(y, level), grid, q)
-        # CDF at y: piecewise linear between grid quantiles, exponential tails outside.
-        p_lo, p_hi = grid[0], grid[-1]
-        middle = q[..., q.shape[-1] // 2]
-        left_scale = ((middle - q[..., 0]) / math.log(0.5 / float(p_lo))).clamp_min(1e-3)
-        right_scale = ((q[..., -1] - middle) / math.log(0.5 / (1 - float(p_hi)))).clamp_min(1e-3)
-        idx = torch.searchsorted(q.contiguous(), y.unsqueeze(-1).contiguous()).squeeze(-1)
-        inner = idx.clamp(1, q.shape[-1] - 1)
-        q0 = q.gather(-1, (inner - 1).unsqueeze(-1)).squeeze(-1)
-        q1 = q.gather(-1, inner.unsqueeze(-1)).squeeze(-1)
-        p0, p1 = grid[inner - 1], grid[inner]
-        slope = (p1 - p0) / (q1 - q0)
-        pit = p0 + slope * (y - q0)
-        logpdf = torch.log(slope)
-        below, above = idx == 0, idx == q.shape[-1]
-        # log of the tail CDFs, written in log space so far tails stay finite
-        log_tail_lo = math.log(float(p_lo)) + (y - q[..., 0]) / left_scale
-        log_tail_hi = math.log(1 - float(p_hi)) - (y - q[..., -1]) / right_scale
-        pit = torch.where(below, log_tail_lo.exp(), torch.where(above, 1 - log_tail_hi.exp(), pit))
-        logpdf = torch.where(
-            below,
-            log_tail_lo - torch.log(left_scale),
-            torch.where(above, log_tail_hi - torch.log(right_scale), logpdf),
-        )
-        columns["pit"], columns["logpdf"] = pit.clamp(0, 1), logpdf
-        columns["crps"] = 2.0 * (((y.unsqueeze(-1) <= q).to(q.dtype) - grid) * (q - y.unsqueeze(-1))).mean(-1)
-        columns["std"] = q.std(-1, unbiased=False)
-        return columns
+    def summarise(self, raw):
+        """The grid's quantiles, sorted (rearrangement: a monotone quantile function) and made strictly
+        increasing; the CDF between and beyond them is predictive.GridQuantilePredictive's."""
+        q = raw.sort(-1).values
+        q = q + 1e-8 * torch.arange(q.shape[-1], dtype=q.dtype, device=q.device)
+        return {"quantiles": q, "levels": self.grid}
 
 
-def _interp(level, grid, q):
-    """Quantile at ``level`` (B, Q) by linear interpolation of the grid quantiles q (B, Q, K)."""
-    idx = (
-        torch.searchsorted(grid, level.reshape(-1).contiguous())
-        .reshape(level.shape)
-        .clamp(1, grid.shape[0] - 1)
-    )
-    g0, g1 = grid[idx - 1], grid[idx]
-    q0 = q.gather(-1, (idx - 1).unsqueeze(-1)).squeeze(-1)
-    q1 = q.gather(-1, idx.unsqueeze(-1)).squeeze(-1)
-    return q0 + (q1 - q0) * (level - g0) / (g1 - g0)
+HEADS = ("sqr", "ng", "bd")
 
 
 def make_head(kind: str, dropout: float = 0.3, samples: int = 30):
@@ -153,4 +114,4 @@ def make_head(kind: str, dropout: float = 0.3, samples: int = 30):
         return DropoutHead(dropout, samples)
     if kind == "sqr":
         return QuantileHead()
-    raise ValueError(f"head must be sqr, ng or bd, got {kind!r}")
+    raise ValueError(f"head must be one of {list(HEADS)}, got {kind!r}")

@@ -15,8 +15,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from uqcal.core.gp.exact import batched_gp_posterior, squared_distances
+from uqcal.methods.api import UNIT_INTERVAL_OPEN, Bound
 from uqcal.methods.metareg.episodes import (
-    QUANTILE_LEVELS,
     EpisodeData,
     Episodes,
     EpisodicMetaMethod,
@@ -25,6 +25,7 @@ from uqcal.methods.metareg.episodes import (
     gaussian_nll_per_episode,
 )
 from uqcal.methods.metareg.gmm_cdf import invert_monotone, mixed_map, mixed_map_density
+from uqcal.methods.metareg.predictive import GmmCalibratedPredictive
 
 
 def _inverse_softplus(value: float) -> float:
@@ -129,6 +130,27 @@ class DeepKernelGP(nn.Module):
 
 
 class MetaCal(EpisodicMetaMethod):
+    """The meta-calibrated deep-kernel GP (Iwata & Kumagai, Alg. 1) and its relatives: ``fit(tasks)`` meta-learns
+    the encoder g, the mean mu, beta, sigma^2 and alpha; ``predict`` adapts the GP to a task's support set
+    (Eqs. 4-5) and calibrates its CDF with the support points' GMM (Eqs. 7-9).
+
+    ``objective``: calib (Eq. 11, weight ``lam`` of the MSE) | nll (expected query likelihood: MDKL, GP);
+    ``calibration``: gmm (Eq. 8) | emp (Eq. 2) | none (a Gaussian predictive); ``mix``: "learned" alpha or a
+    fixed one in [0, 1]; ``split_support``: half the support set adapts, half calibrates; ``kernel_net`` /
+    ``mean_net``: the encoder g and the neural mean (False: ARD inputs, a constant mean).
+
+    >>> import numpy as np
+    >>> from uqcal.methods.metareg import MetaCal
+    >>> rng = np.random.default_rng(0)
+    >>> tasks = [(x, np.sin(x[:, 0] + rng.uniform(0, 3))) for x in rng.uniform(-3, 3, (8, 50, 1))]
+    >>> model = MetaCal(epochs=3, seed=0).fit(tasks, n_support=5, n_query=10)
+    >>> x = rng.uniform(-3, 3, (15, 1))
+    >>> prediction = model.predict(x[:5], np.sin(x[:5, 0]), x[5:])   # h of Eq. (9), a RecalibratedPredictive
+    >>> lower, upper = prediction.interval(0.9)
+    >>> bool((lower < upper).all())
+    True
+    """
+
     defaults = {
         **EpisodicMetaMethod.defaults,
         "lam": 0.5,  # lambda of Eq. (11); the paper does not state its value (Fig. 6: flat)
@@ -147,18 +169,8 @@ class MetaCal(EpisodicMetaMethod):
         "mean_layers": 4,
         "n_quantile_grid": 400,  # quantile levels for the CRPS / std integrals of the calibrated h
     }
-
-    def __init__(self, params=None):
-        super().__init__(params)
-        p = self.params
-        if p["objective"] not in ("calib", "nll"):
-            raise ValueError(f"objective must be 'calib' or 'nll', got {p['objective']!r}")
-        if p["calibration"] not in ("gmm", "emp", "none"):
-            raise ValueError(f"calibration must be gmm, emp or none, got {p['calibration']!r}")
-        if p["mix"] != "learned" and not (0.0 <= float(p["mix"]) <= 1.0):
-            raise ValueError(f"mix must be 'learned' or in [0, 1], got {p['mix']!r}")
-        if not 0.0 <= float(p["lam"]) <= 1.0:
-            raise ValueError(f"lam must be in [0, 1], got {p['lam']}")
+    bounds = {"lam": Bound(low=0, high=1), "init_alpha": UNIT_INTERVAL_OPEN}
+    choices = {"objective": ("calib", "nll"), "calibration": ("gmm", "emp", "none")}
 
     def build(self, data: EpisodeData) -> DeepKernelGP:
         p = self.params
@@ -216,46 +228,49 @@ class MetaCal(EpisodicMetaMethod):
         return lam * mse + (1.0 - lam) * calibration_loss_per_episode(h)  # Eq. (11), arguments as intended
 
     # ---- prediction ----------------------------------------------------------------------------------
-    def quantile_u(self, model, centers, levels: torch.Tensor) -> torch.Tensor:
-        """u = G^{-1}(p) per task (B, P): h^{-1}(p|x) = f + sqrt(v) * Phi^{-1}(u) for every x of the task,
-        because h(y|x) = G(h_U(y|x)) with G monotone and shared by the task's points."""
-        targets = levels.expand(centers.shape[0], -1).contiguous()
-        u = invert_monotone(lambda t: self.calibrated_cdf(model, t, centers), targets)
-        return u.clamp(1e-12, 1 - 1e-12)
-
     @torch.no_grad()
-    def predict(self, model, episodes: Episodes):
+    def _predict_episodes(self, model, episodes: Episodes):
         f, v, centers = self.adapt(model, episodes)
-        std = v.sqrt()
-        if centers is None:
-            return {"mean": f, "std": std}
-        y = episodes.yq
+        return {"mean": f, "std": v.sqrt(), "centers": centers, "sigma": model.sigma.detach(),
+                "alpha": model.alpha.detach()}
+
+    def _predictives(self, outputs, y_mean, y_std):
+        """Gaussian h_U (Eq. 6) without calibration; else h = G(h_U) (Eq. 9) with G of each task's centres."""
+        if outputs["centers"] is None:
+            return super()._predictives({"mean": outputs["mean"], "std": outputs["std"]}, y_mean, y_std)
+        gaussians = super()._predictives({"mean": outputs["mean"], "std": outputs["std"]}, y_mean, y_std)
+        return [GmmCalibratedPredictive(base, *self._task_maps(outputs["centers"][b : b + 1], outputs["sigma"],
+                                                               outputs["alpha"]),
+                                        n_grid=int(self.params["n_quantile_grid"]))
+                for b, base in enumerate(gaussians)]
+
+    def _task_maps(self, centers: torch.Tensor, sigma: torch.Tensor, alpha: torch.Tensor):
+        """G, G^{-1} and dG/du of one task (``centers`` (1, N)) as maps of numpy arrays of CDF values."""
         p = self.params
-        z = (y - f) / std
-        u = torch.special.ndtr(z)
-        pit = self.calibrated_cdf(model, u, centers)
-        # log dh/dy = log G'(u) + log N(y | f, v)
-        density = mixed_map_density(u, centers, model.sigma, model.alpha, p["calibration"], p["normalise_r"])
-        logpdf = (
-            torch.log(density.clamp_min(1e-300)) - 0.5 * z * z - torch.log(std) - 0.5 * math.log(2 * math.pi)
-        )
-        # pit_uncal / std_uncal: the uncalibrated h_U (Eq. 6) for the report's Figs. 3-4
-        columns = {"mean": f, "pit": pit, "logpdf": logpdf, "pit_uncal": u, "std_uncal": std}
-        levels = torch.tensor(QUANTILE_LEVELS, dtype=f.dtype, device=f.device)
-        u_levels = self.quantile_u(model, centers, levels)
-        quantiles = f.unsqueeze(-1) + std.unsqueeze(-1) * torch.special.ndtri(u_levels).unsqueeze(1)
-        for i, level in enumerate(QUANTILE_LEVELS):
-            columns[f"q{level}"] = quantiles[..., i]
-        # CRPS = 2 * int_0^1 (1{y <= q_p} - p)(q_p - y) dp and the std of h, on a midpoint grid of levels.
-        k = int(p["n_quantile_grid"])
-        grid = (torch.arange(k, dtype=f.dtype, device=f.device) + 0.5) / k
-        q_grid = f.unsqueeze(-1) + std.unsqueeze(-1) * torch.special.ndtri(
-            self.quantile_u(model, centers, grid)
-        ).unsqueeze(1)
-        indicator = (y.unsqueeze(-1) <= q_grid).to(f.dtype)
-        columns["crps"] = 2.0 * ((indicator - grid) * (q_grid - y.unsqueeze(-1))).mean(-1)
-        columns["std"] = q_grid.std(-1, unbiased=False)
-        return columns
+
+        def G(u):
+            return mixed_map(u, centers, sigma, alpha, p["calibration"], p["normalise_r"])
+
+        def tensor(values):
+            return torch.as_tensor(np.asarray(values, dtype=np.float64), dtype=centers.dtype,
+                                   device=centers.device).reshape(1, -1)
+
+        def as_numpy(values):
+            return values.reshape(-1).detach().cpu().numpy()
+
+        @torch.no_grad()
+        def cdf_map(u):
+            return as_numpy(G(tensor(u)))
+
+        @torch.no_grad()
+        def inverse_map(levels):
+            return as_numpy(invert_monotone(G, tensor(levels)).clamp(1e-12, 1 - 1e-12))  # u = G^-1(p)
+
+        @torch.no_grad()
+        def density_map(u):
+            return as_numpy(mixed_map_density(tensor(u), centers, sigma, alpha, p["calibration"], p["normalise_r"]))
+
+        return cdf_map, inverse_map, density_map
 
     def extra_stats(self, model) -> dict:
         stats = {"beta": model.beta.item(), "sigma2": model.sigma.item() ** 2, "alpha": model.alpha.item()}

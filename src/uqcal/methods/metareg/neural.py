@@ -23,7 +23,7 @@ from uqcal.methods.metareg.episodes import (
     early_stopping,
     feedforward,
 )
-from uqcal.methods.metareg.heads import make_head
+from uqcal.methods.metareg.heads import HEADS, make_head
 
 _HEAD_DEFAULTS = {"head": "ng", "hidden": 32, "layers": 4, "dropout": 0.3, "mc_samples": 30}
 
@@ -49,17 +49,34 @@ def _task_fns(net, head):
 
 
 class SingleTaskNet(MetaRegMethod):
-    """SQR / NG / BD trained from scratch on each meta-test task's support set (Sec. 5.2)."""
+    """SQR / NG / BD trained from scratch on each meta-test task's support set (Sec. 5.2); ``fit`` only records
+    the meta-training tasks' standardisation (all training happens per task, inside ``predict``).
+
+    ``head``: sqr (quantiles, pinball loss) | ng (Gaussian likelihood) | bd (MC dropout); ``epochs`` Adam steps
+    of learning rate ``lr`` on the full support set; ``hidden`` units and ``layers`` layers; ``dropout`` and
+    ``mc_samples`` for bd.
+
+    >>> import numpy as np
+    >>> from uqcal.methods.metareg import SingleTaskNet
+    >>> rng = np.random.default_rng(0)
+    >>> tasks = [(x, np.sin(x[:, 0] + rng.uniform(0, 3))) for x in rng.uniform(-3, 3, (8, 50, 1))]
+    >>> net = SingleTaskNet(head="ng", epochs=20).fit(tasks)
+    >>> x = rng.uniform(-3, 3, (15, 1))
+    >>> prediction = net.predict(x[:5], np.sin(x[:5, 0]), x[5:])   # a GaussianPredictive of the 10 queries
+    >>> len(prediction)
+    10
+    """
 
     defaults = {**_HEAD_DEFAULTS, "epochs": 200, "lr": 1e-2, "max_train_tasks": None}
+    choices = {"head": HEADS}
 
-    def fit(self, data, ctx, generator):
+    def _train_model(self, data, generator):
         return None, {"train_seconds": 0.0}  # all training happens per test task, inside predict
 
-    def predict(self, model, episodes: Episodes):
+    def _predict_episodes(self, model, episodes: Episodes):
         p = self.params
         head = make_head(p["head"], p["dropout"], p["mc_samples"])
-        nets = [_network(head, self._data, p) for _ in range(len(episodes))]
+        nets = [_network(head, self.data_, p) for _ in range(len(episodes))]
         params, _ = stack_module_state(nets)
         net = copy.deepcopy(nets[0]).to("meta")
         net.train(head.name == "bd")
@@ -70,11 +87,7 @@ class SingleTaskNet(MetaRegMethod):
             batched_loss(params, episodes.xs, episodes.ys).sum().backward()
             optimiser.step()
         with torch.no_grad():
-            return head.summarise(batched_raw(params, episodes.xq), episodes.yq)
-
-    def run(self, data, ctx=None, seed=0):
-        self._data = data
-        return super().run(data, ctx, seed)
+            return head.summarise(batched_raw(params, episodes.xq))
 
 
 class MamlModule(torch.nn.Module):
@@ -84,7 +97,20 @@ class MamlModule(torch.nn.Module):
 
 
 class MamlNet(EpisodicMetaMethod):
-    """MAML (Finn et al.) versions: meta-learned initialisation, 5 SGD steps of lr 1e-2 on the support set."""
+    """MAML (Finn et al.) versions MSQR / MNG / MBD: a meta-learned initialisation, adapted to each task by
+    ``inner_steps`` SGD steps of learning rate ``inner_lr`` on its support set (Sec. 5.2: 5 steps of 1e-2).
+    ``head`` as SingleTaskNet's; ``first_order`` drops the second-order terms of the meta-gradient.
+
+    >>> import numpy as np
+    >>> from uqcal.methods.metareg import MamlNet
+    >>> rng = np.random.default_rng(0)
+    >>> tasks = [(x, np.sin(x[:, 0] + rng.uniform(0, 3))) for x in rng.uniform(-3, 3, (8, 50, 1))]
+    >>> maml = MamlNet(head="sqr", epochs=3).fit(tasks, n_support=5, n_query=10)
+    >>> x = rng.uniform(-3, 3, (15, 1))
+    >>> prediction = maml.predict(x[:5], np.sin(x[:5, 0]), x[5:])   # quantiles on a grid of levels
+    >>> bool(((prediction.pit(np.sin(x[5:, 0])) >= 0) & (prediction.pit(np.sin(x[5:, 0])) <= 1)).all())
+    True
+    """
 
     defaults = {
         **EpisodicMetaMethod.defaults,
@@ -93,6 +119,7 @@ class MamlNet(EpisodicMetaMethod):
         "inner_steps": 5,
         "first_order": False,
     }
+    choices = {"head": HEADS}
 
     def build(self, data):
         self._head = make_head(self.params["head"], self.params["dropout"], self.params["mc_samples"])
@@ -117,16 +144,27 @@ class MamlNet(EpisodicMetaMethod):
         fast, batched_loss, _ = self.adapt(model, episodes, create_graph)
         return batched_loss(fast, episodes.xq, episodes.yq)
 
-    def predict(self, model, episodes):
+    def _predict_episodes(self, model, episodes):
         fast, _, batched_raw = self.adapt(model, episodes, create_graph=False)
         with torch.no_grad():
             fast = {k: v.detach() for k, v in fast.items()}
-            return self._head.summarise(batched_raw(fast, episodes.xq), episodes.yq)
+            return self._head.summarise(batched_raw(fast, episodes.xq))
 
 
 class PooledNet(MetaRegMethod):
-    """ASQR / ANG / ABD (Table 5): one network trained on the pooled meta-training data, no adaptation.
-    Minibatch Adam; early stopping on the meta-validation query points."""
+    """ASQR / ANG / ABD (Table 5): one network trained on the pooled meta-training data, no adaptation (the
+    support set is not used). Minibatch Adam (``batch_size`` rows, ``epochs`` passes); early stopping on the
+    meta-validation episodes' query points, when ``fit`` is given them. ``head`` as SingleTaskNet's.
+
+    >>> import numpy as np
+    >>> from uqcal.methods.metareg import PooledNet
+    >>> rng = np.random.default_rng(0)
+    >>> tasks = [(x, np.sin(x[:, 0] + rng.uniform(0, 3))) for x in rng.uniform(-3, 3, (8, 50, 1))]
+    >>> pooled = PooledNet(head="bd", epochs=2, mc_samples=5).fit(tasks)
+    >>> x = rng.uniform(-3, 3, (15, 1))
+    >>> float(pooled.predict(x[:5], np.sin(x[:5, 0]), x[5:]).std.min()) > 0
+    True
+    """
 
     defaults = {
         **_HEAD_DEFAULTS,
@@ -137,13 +175,16 @@ class PooledNet(MetaRegMethod):
         "patience": 1000,  # Adam steps (about 10 epochs of ozone's pooled rows)
         "max_train_tasks": None,
     }
+    choices = {"head": HEADS}
 
-    def fit(self, data, ctx, generator):
+    def _train_model(self, data, generator):
         p = self.params
         head = make_head(p["head"], p["dropout"], p["mc_samples"])
         net = _network(head, data, p)
         X, y = data.pooled()
-        val_x, val_y = data.val.xq.reshape(-1, data.n_features), data.val.yq.reshape(-1)
+        validate = data.val is not None
+        if validate:
+            val_x, val_y = data.val.xq.reshape(-1, data.n_features), data.val.yq.reshape(-1)
         optimiser = torch.optim.Adam(net.parameters(), lr=p["lr"])
         stopper = early_stopping(p)
         stopper.best_state = copy.deepcopy(net.state_dict())
@@ -165,7 +206,7 @@ class PooledNet(MetaRegMethod):
             epochs_run = epoch + 1
             if failures:
                 break
-            if stopper.due(steps):  # the whole val query set: thousands of points, so no smoothing needed
+            if validate and stopper.due(steps):  # the whole val query set: thousands of points, so no smoothing needed
                 net.eval()
                 with torch.no_grad():
                     val = float(head.loss(net, val_x, val_y))
@@ -174,10 +215,12 @@ class PooledNet(MetaRegMethod):
                     break
                 if stopper.update(steps, val, net.state_dict()):
                     break
-        if failures and ctx is not None:
-            ctx.log.warning("%s seed %d: non-finite loss at step %d; training stopped, the best state (step %d) "
-                            "restored", ctx.method, ctx.seed, steps, stopper.best_step)
-        net.load_state_dict(stopper.best_state)
+        if failures:
+            self.runtime.log.warning("%s seed %d: non-finite loss at step %d; training stopped, the best state "
+                                     "(step %d) restored", self.runtime.name, self.runtime.seed, steps,
+                                     stopper.best_step)
+        if validate or failures:  # without validation episodes the last state is kept
+            net.load_state_dict(stopper.best_state)
         self._head = head
         return net, {
             "fit_failures": failures,
@@ -188,9 +231,9 @@ class PooledNet(MetaRegMethod):
             "best_val_loss": stopper.best,
         }
 
-    def predict(self, net, episodes):
+    def _predict_episodes(self, net, episodes):
         net.train(self._head.name == "bd")  # MC dropout stays on at prediction time
         with torch.no_grad():
-            batch, n_query = episodes.yq.shape
+            batch, n_query = episodes.xq.shape[:2]
             raw = self._head.raw_prediction(net, episodes.xq.reshape(batch * n_query, -1))
-            return self._head.summarise(raw.reshape(batch, n_query, -1), episodes.yq)
+            return self._head.summarise(raw.reshape(batch, n_query, -1))

@@ -24,6 +24,20 @@ class ConditionalNP(nn.Module):
 
 
 class NeuralProcess(EpisodicMetaMethod):
+    """NP (Sec. 5.2): a conditional neural process; the support set's mean code (``encoder_layers`` layers of
+    ``hidden`` units) conditions a decoder (``decoder_layers`` layers) of a Gaussian mean and std per query point.
+    Meta-trained by ``meta_train`` (``epochs``, ``lr``, ``batch_tasks`` tasks a step, early stopping).
+
+    >>> import numpy as np
+    >>> from uqcal.methods.metareg import NeuralProcess
+    >>> rng = np.random.default_rng(0)
+    >>> tasks = [(x, np.sin(x[:, 0] + rng.uniform(0, 3))) for x in rng.uniform(-3, 3, (8, 50, 1))]
+    >>> process = NeuralProcess(epochs=3, seed=1).fit(tasks, n_support=5, n_query=10)
+    >>> x = rng.uniform(-3, 3, (15, 1))
+    >>> process.predict(x[:5], np.sin(x[:5, 0]), x[5:]).mean.shape
+    (10,)
+    """
+
     defaults = {**EpisodicMetaMethod.defaults, "encoder_layers": 3, "decoder_layers": 4}
 
     def build(self, data):
@@ -39,6 +53,6 @@ class NeuralProcess(EpisodicMetaMethod):
         return gaussian_nll_per_episode(episodes.yq, mean, std**2)
 
     @torch.no_grad()
-    def predict(self, model, episodes):
+    def _predict_episodes(self, model, episodes):
         mean, std = model(episodes.xs, episodes.ys, episodes.xq)
         return {"mean": mean, "std": std}
