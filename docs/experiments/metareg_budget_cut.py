@@ -28,7 +28,7 @@ import torch
 from uqcal.core.io import read_json
 from uqcal.data import load_table
 from uqcal.methods.api import get_entry, get_family, resolve_params
-from uqcal.methods.metareg.episodes import EpisodeData
+from uqcal.methods.metareg.tasks import predictions_frame, split_arrays
 from uqcal.metrics import stats as S
 from uqcal.pipeline.config.load import load_config
 
@@ -37,13 +37,17 @@ METRICS = ("te", "mse", "ece", "ece_pooled")
 
 def run(config: dict, method: str, dataset: str, setting: str, seed: int, overrides: dict) -> tuple[dict, dict]:
     params = resolve_params("metareg", method, {**config["families"]["metareg"]["methods"][method], **overrides})
-    instance = get_entry("metareg", method).load_class()(params)
+    instance = get_entry("metareg", method).load_class()(params, seed=seed)
     table = load_table(dataset, spec=config["datasets"][dataset])
     split = read_json(Path("data/splits/metareg") / dataset / setting / f"seed{seed}.json")
-    data = EpisodeData(table.X, table.y, table.task, split)
+    arrays = split_arrays(table.X, table.y, table.task, split)
     cpu = time.process_time()
-    frame, _, train_stats = instance.run(data, None, seed=seed)
-    train_stats["cpu_seconds"] = time.process_time() - cpu
+    # The estimator protocol, as the pipeline's train step uses it (fit, then the batched predict).
+    instance.fit(arrays["tasks"], arrays["validation"], n_support=arrays["n_support"], n_query=arrays["n_query"])
+    predictions = instance.predict_tasks(arrays["test"])
+    frame = predictions_frame(arrays["test_tasks"], [e[3] for e in arrays["test"]], predictions,
+                              instance.data_.y_mean, instance.data_.y_std)
+    train_stats = {**instance.fit_stats_, "cpu_seconds": time.process_time() - cpu}
     return get_family("metareg").evaluate(frame), train_stats
 
 
