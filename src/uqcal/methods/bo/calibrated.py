@@ -380,7 +380,9 @@ class CalibratedBO(_BOBase):
     sigma | quantile), min_recal_points (identity R below this many PIT values), ucb_beta (LCB = mu -
     sqrt(beta) sigma), num_restarts and raw_samples (botorch's optimize_acqf), snapshot_grid (grid size of
     the interval snapshots of 1-D objectives; 0: none). ``seed`` fixes the initial design and the
-    acquisition's restarts; ``device`` is where the GPs live.
+    acquisition's restarts; ``device`` is where the GPs live. The GPs solve tiny systems: on a CPU, run it under
+    ``threadpoolctl.threadpool_limits(1, "blas")`` (as the pipeline's ``train`` does), or OpenBLAS' thread pool
+    costs several times the work.
 
     >>> import numpy as np
     >>> bo = CalibratedBO(calibrate=True, num_restarts=2, raw_samples=32, snapshot_grid=0, seed=0)
