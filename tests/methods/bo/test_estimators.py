@@ -152,3 +152,13 @@ def test_bad_arrays_and_arguments_are_named():
 def test_docstring_examples_run():
     failures, tests = doctest.testmod(calibrated_module)
     assert tests >= 8 and failures == 0
+
+
+def test_an_initial_design_off_a_discrete_grid_is_refused():
+    from uqcal.data.objectives import Dimension, Objective
+
+    grid = Objective("grid", [Dimension("n", 1.0, 10.0, kind="integer")], function=lambda x: (x[:, 0] - 4.0) ** 2)
+    with pytest.raises(ValueError, match=r"initial_x row 1 is not a feasible configuration of grid"):
+        RandomSearchBO().minimize(grid, n_iterations=1, initial_x=[[2.0], [2.5]])
+    result = RandomSearchBO(seed=1).minimize(grid, n_iterations=4, initial_x=[[2.0], [7.0]])
+    np.testing.assert_array_equal(result.x, np.round(result.x))  # every point chosen on the grid

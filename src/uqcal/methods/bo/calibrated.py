@@ -238,8 +238,12 @@ class _BOBase(Method):
             lo, hi = objective.bounds
             if np.any(x < lo - 1e-9) or np.any(x > hi + 1e-9):
                 raise ValueError(f"{where}: initial_x leaves the bounds {objective.bounds.tolist()}")
-            if objective.has_discrete:  # continuous spaces: already feasible (snapping would only round off)
-                x = objective.to_native(objective.snap(objective.to_unit(x)))
+            # Evaluated as given (snapping a feasible point again could only round it off): on discrete
+            # dimensions the points must already be feasible configurations.
+            off_grid = ~np.isclose(objective.to_native(objective.to_unit(x)), x, rtol=1e-9, atol=1e-12).all(axis=1)
+            if objective.has_discrete and off_grid.any():
+                raise ValueError(f"{where}: initial_x row {int(np.argmax(off_grid))} is not a feasible configuration "
+                                 f"of {objective.name} (a discrete dimension's value off its grid)")
         return objective, x, objective(x)
 
 
@@ -340,8 +344,9 @@ class RandomSearchBO(_BOBase):
 
         ``objective``: an ``uqcal.data.objectives.Objective`` (then ``bounds`` is None) or a callable mapping
         an (n, d) array of inputs to (n,) values to minimise; ``bounds``: (2, d) lower and upper bounds of the
-        inputs. ``initial_x``: (n0, d) initial design in native coordinates; None draws ``n_initial`` points
-        uniformly from the seed (the same design as ``CalibratedBO`` with the same seed)."""
+        inputs. ``initial_x``: (n0, d) initial design in native coordinates (feasible points: on the grid of
+        discrete dimensions); None draws ``n_initial`` points uniformly from the seed (the same design as
+        ``CalibratedBO`` with the same seed)."""
         objective, x, y = self._start(objective, bounds, n_iterations, initial_x, n_initial)
         iteration = [0] * len(y)
         rng = np.random.default_rng([self.runtime.seed, 31337])
@@ -486,7 +491,8 @@ class CalibratedBO(_BOBase):
         the forecast of the chosen point (``predict``) and evaluates it. ``objective``: an
         ``uqcal.data.objectives.Objective`` (then ``bounds`` is None) or a callable mapping an (n, d) array of
         inputs to (n,) values; ``bounds``: (2, d) lower and upper bounds of the inputs. ``initial_x``: (n0, d)
-        initial design in native coordinates; None draws ``n_initial`` points uniformly from the seed.
+        initial design in native coordinates (feasible points: on the grid of discrete dimensions); None draws
+        ``n_initial`` points uniformly from the seed.
         Afterwards the estimator holds the last step's surrogate (fitted before the last observation)."""
         from botorch.optim import optimize_acqf
 
