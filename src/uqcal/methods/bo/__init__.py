@@ -55,6 +55,7 @@ FAMILY = Family(
 _PUBLIC = {
     "CalibratedBO": "uqcal.methods.bo.calibrated:CalibratedBO",
     "RandomSearchBO": "uqcal.methods.bo.calibrated:RandomSearchBO",
+    "BOResult": "uqcal.methods.bo.calibrated:BOResult",
     "CalibratedAcquisition": "uqcal.methods.bo.acquisition:CalibratedAcquisition",
     "RecalibrationMap": "uqcal.methods.bo.pit_recalibrator:RecalibrationMap",
     "fit_recalibration": "uqcal.methods.bo.pit_recalibrator:fit_recalibration",
@@ -66,6 +67,7 @@ __all__ = [
     "METHODS",
     "CalibratedBO",
     "RandomSearchBO",
+    "BOResult",
     "CalibratedAcquisition",
     "RecalibrationMap",
     "fit_recalibration",
