@@ -4,7 +4,7 @@ predictions. numpy, scipy and scikit-learn only (the base install).
 - ``IsotonicRecalibrator``: any regression predictive; F'(y) = R(F(y)) with R the isotonic map of the held-out
   PIT values (Kuleshov et al. 2018, Alg. 1), returned as a ``RecalibratedPredictive`` (quantiles through R^-1).
 - ``VarianceScaling``: a Gaussian predictive; N(mu, (s sigma)^2) with the one factor s that maximises the
-  held-out likelihood, in closed form (``variance_scale``; the arena's post-hoc baseline, Laves et al. 2020).
+  held-out likelihood, in closed form (``variance_scale``; the leaderboard's post-hoc baseline, Laves et al. 2020).
 - ``TemperatureScaling``: class probabilities; softmax(log p / T) with the T that minimises the held-out NLL
   (Guo et al. 2017, Sec. 4.2).
 
@@ -39,7 +39,7 @@ def variance_scale(y, mean, std) -> float:
 
     The Gaussian NLL sum_i [log(s sigma_i) + z_i^2 / (2 s^2)], z_i = (y_i - mu_i) / sigma_i, has d/ds = 0 only at
     s^2 = mean_i z_i^2 (the mean squared z-score), a minimum. None of the five papers defines it: it is the
-    arena's ``VarianceScaling`` baseline (docs/arena.md), the sigma scaling of Laves et al. (2020), the regression
+    leaderboard's ``VarianceScaling`` baseline, the sigma scaling of Laves et al. (2020), the regression
     analogue of Guo et al.'s temperature scaling.
     """
     y, mean, std = (np.asarray(a, dtype=np.float64) for a in (y, mean, std))

@@ -184,7 +184,7 @@ class EpisodicMethod(FewShotClassifier):
         if self.recalibration_ is not None:
             recalibrated = {prefix: CategoricalPredictive(q, classes)
                             for prefix, q in self.recalibration_.probabilities(samples).items()}
-        return EpisodePredictive(mc_softmax(samples).numpy(), classes, recalibrated)
+        return EpisodePredictive(mc_softmax(samples).cpu().numpy(), classes, recalibrated)
 
     # ---- shared loop ---------------------------------------------------------------------------
     def _validation_episodes(self, validation, n_way, k_shot, n_query, n_val_episodes) -> Sequence:

@@ -11,7 +11,7 @@ job's estimate is the first of these that exists:
 5. ``DEFAULT_SECONDS``, a rough figure per rule.
 
 The records come from this checkout (``.uqcal/records``, e.g. after an earlier run or `dvc pull`) and, below them,
-from ``reference_costs.yaml``: a default run's records shipped with the code (``write_reference``), so that a
+from ``config/reference_costs.yaml``: a default run's records shipped with the checkout (``write_reference``), so that a
 fresh clone's first run also has a cost per method. Both are measured on some machine at some load; the run's
 progress corrects them by how long its own finished jobs took (``uqcal.pipeline.progress.run.snapshot``).
 """
@@ -27,7 +27,9 @@ from pathlib import Path
 from uqcal.pipeline.identity import digest
 from uqcal.pipeline.plan import RECORDS, Job
 
-REFERENCE = Path(__file__).with_name("reference_costs.yaml")
+# Data about the checkout's configs' jobs (it names families and datasets), beside the configs; relative to the
+# checkout, as RECORDS is (the workflow runs in it).
+REFERENCE = Path("config") / "reference_costs.yaml"
 # Wall seconds per seed (train) or per job (the others) when nothing of the kind was ever recorded.
 DEFAULT_SECONDS = {"materialise": 10.0, "split": 5.0, "train": 10.0, "aggregate": 2.0, "report": 30.0}
 FALLBACK_SECONDS = 10.0  # a rule not in DEFAULT_SECONDS
