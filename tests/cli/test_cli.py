@@ -127,3 +127,17 @@ def test_a_parameter_error_of_a_method_is_a_user_error(monkeypatch, capsys):
     monkeypatch.setattr(cli, "_run", bad_parameter)
     assert cli.main(["validate-config"]) == 2
     assert "epochs: -1" in _one_error_line(capsys, "validate-config")
+
+
+def test_a_step_without_its_extra_names_the_extra_to_install(monkeypatch, capsys):
+    # The base install (numpy, scipy, pandas, scikit-learn) has no yaml: a pipeline step says what to install.
+    def needs_yaml(args):
+        raise ModuleNotFoundError("No module named 'yaml'", name="yaml")
+
+    monkeypatch.setattr(cli, "_run", needs_yaml)
+    assert cli.main(["validate-config"]) == 2
+    assert "pip install 'uqcal[pipeline]'" in _one_error_line(capsys, "validate-config")
+    # A module no extra provides is a bug: its traceback stays.
+    monkeypatch.setattr(cli, "_run", lambda args: (_ for _ in ()).throw(ModuleNotFoundError("x", name="nope_mod")))
+    with pytest.raises(ModuleNotFoundError):
+        cli.main(["validate-config"])

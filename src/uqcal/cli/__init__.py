@@ -247,7 +247,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report_user_error(exc: Exception, args) -> int:
-    """Print a user's mistake as one line and return exit status 2; re-raise anything else (a bug)."""
+    """Print a user's mistake as one line and return exit status 2; re-raise anything else (a bug). A pipeline
+    step on an install without the extra it needs (the base install has no yaml, torch, Snakemake) says which."""
+    from uqcal.core.lazy import EXTRA_OF_MODULE
+
+    if isinstance(exc, ModuleNotFoundError) and (exc.name or "").partition(".")[0] in EXTRA_OF_MODULE:
+        extra = EXTRA_OF_MODULE[exc.name.partition(".")[0]]
+        print(f"uqcal {args.command}: error: needs {exc.name!r}, which this install of uqcal leaves out: "
+              f"pip install 'uqcal[{extra}]'", file=sys.stderr)
+        return 2
     if not _is_user_error(exc, args):
         raise exc
     message = f"{exc.strerror}: {exc.filename}" if isinstance(exc, FileNotFoundError) else str(exc)
