@@ -12,6 +12,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
 from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from matplotlib.text import Text
 from scipy import stats
@@ -19,6 +20,10 @@ from scipy import stats
 from uqcal.core.io import write_bytes
 from uqcal.pipeline.report.results import RunFiles
 
+# Every figure of the report in one style, whatever was drawn before it in the process: a figure drawn outside
+# build_figure (the paper comparisons, the leaderboard) would otherwise take matplotlib's defaults when it comes
+# first and the theme when it follows another, and one report built serially or family by family would differ.
+sns.set_theme(style="whitegrid", context="paper")
 plt.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "uqcal", "figure.dpi": 100})
 MAX_WIDTH_IN = 12.0  # 1,152 CSS px as SVG: the page's column holds it at its natural size
 
