@@ -13,14 +13,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy.special import ndtr, ndtri  # not scipy.stats: its import alone takes about a second
 
-from uqcal.core.predictive import NotFittedError
+from uqcal.core.predictive import NotFittedError, RecalibratedPredictive, RegressionPredictive
 
 if TYPE_CHECKING:
     from sklearn.isotonic import IsotonicRegression
 
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 
-__all__ = ["LEVELS", "IsotonicPITMap", "StandardisedRecalibration", "empirical_cdf_pairs", "isotonic_knots"]
+__all__ = ["LEVELS", "IsotonicPITMap", "StandardisedRecalibration", "empirical_cdf_pairs", "isotonic_knots",
+           "knots_inverse"]
 
 LEVELS = ("i/n", "i/(n+1)")
 
@@ -36,6 +37,13 @@ def empirical_cdf_pairs(pit: np.ndarray, levels: str = "i/n") -> tuple[np.ndarra
     p_sorted = np.sort(pit)
     denominator = pit.size + (levels == "i/(n+1)")
     return p_sorted, np.arange(1, pit.size + 1) / denominator
+
+
+def knots_inverse(q: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """R^{-1}(q) = inf{p : R(p) >= q} of the non-decreasing piecewise-linear R through knots (xs, ys)."""
+    # Strictly increasing pieces only: flat segments make the inverse a jump, take their left end.
+    keep = np.concatenate([[True], np.diff(ys) > 0])
+    return np.interp(q, ys[keep], xs[keep])
 
 
 class IsotonicPITMap:
@@ -104,10 +112,7 @@ class IsotonicPITMap:
         q = np.asarray(q, dtype=float)
         if self._iso is None:
             return np.clip(q, 0.0, 1.0)
-        xs, ys = self.knots
-        # Strictly increasing pieces only: flat segments make the inverse a jump, take their left end.
-        keep = np.concatenate([[True], np.diff(ys) > 0])
-        return np.interp(q, ys[keep], xs[keep])
+        return knots_inverse(q, *self.knots)
 
 
 # ----------------------------------------------------------------------------- isotonic o Gaussian, in closed form
@@ -170,8 +175,20 @@ class StandardisedRecalibration:
         slope = self.slopes[index]
         return np.where(pit > self.u[-1], 0.0, slope)  # App. B.1: zero beyond c_(m)
 
+    def pit_map(self, p: np.ndarray) -> np.ndarray:
+        """R(p): the isotonic map through the knots (u, r)."""
+        return np.interp(p, self.u, self.r)
+
+    def inverse_pit_map(self, q: np.ndarray) -> np.ndarray:
+        """R^-1(q), the smallest p with R(p) >= q (flat pieces of R are skipped)."""
+        return knots_inverse(q, self.u, self.r)
+
+    def recalibrate(self, base: RegressionPredictive) -> RecalibratedPredictive:
+        """G(y) = R(F(y)) for ``base``'s forecast F, quantiles F^-1(R^-1(q)): the recalibrated predictive object."""
+        return RecalibratedPredictive(base, cdf_map=self.pit_map, inverse_map=self.inverse_pit_map)
+
     def cdf(self, z: np.ndarray) -> np.ndarray:
-        return np.interp(ndtr(z), self.u, self.r)
+        return self.pit_map(ndtr(z))
 
     def pdf(self, z: np.ndarray) -> np.ndarray:
         return _phi(np.asarray(z, float)) * self.slope_at(ndtr(z))
@@ -182,9 +199,7 @@ class StandardisedRecalibration:
 
     def quantile(self, q: np.ndarray) -> np.ndarray:
         """Smallest z with R(Phi(z)) >= q (flat pieces of R are skipped)."""
-        q = np.asarray(q, float)
-        first = np.concatenate([[True], np.diff(self.r) > 0])
-        return ndtri(np.interp(q, self.r[first], self.u[first]))
+        return ndtri(self.inverse_pit_map(np.asarray(q, float)))
 
     def crps(self, z_obs: np.ndarray, grid_size: int = 20001, z_max: float = 12.0) -> np.ndarray:
         """CRPS(G, z) = int_{-inf}^z G^2 dt + int_z^inf (1 - G)^2 dt, by cumulative trapezoid integrals."""

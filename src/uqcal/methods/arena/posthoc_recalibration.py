@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from uqcal.core.predictive import GaussianPredictive, RecalibratedPredictive
-from uqcal.core.recalibration import variance_scale
+from uqcal.core.recalibration import VarianceScaling as LibraryVarianceScaling
 from uqcal.methods.api import Method, RunContext
 
 QUANTILE_LEVELS = (0.025, 0.05, 0.16, 0.84, 0.95, 0.975)
@@ -132,10 +132,11 @@ class VarianceScaling(PostHocRecalibration):
     """
 
     def fit_map(self, prediction, y):
-        self.scale_ = variance_scale(y, prediction.mean, prediction.std)
+        self.recalibrator_ = LibraryVarianceScaling().fit(prediction, y)
+        self.scale_ = self.recalibrator_.scale_
 
     def transform(self, prediction) -> GaussianPredictive:
-        return GaussianPredictive(prediction.mean, self.scale_ * prediction.std)
+        return self.recalibrator_.transform(prediction)
 
     def outputs(self, prediction, base, y):
         frame = pd.DataFrame({"y": y, "mean": prediction.mean, "std": prediction.std, "base_std": base.std})
@@ -166,10 +167,7 @@ class IsotonicOnValidation(PostHocRecalibration):
         self.recalibration_ = StandardisedRecalibration(*isotonic_knots(pit, bool(self.params["endpoint_fix"])))
 
     def transform(self, prediction) -> RecalibratedPredictive:
-        u, r = self.recalibration_.u, self.recalibration_.r
-        rising = np.concatenate([[True], np.diff(r) > 0])  # R^-1 skips R's flat pieces (their left ends)
-        return RecalibratedPredictive(prediction, cdf_map=lambda p: np.interp(p, u, r),
-                                      inverse_map=lambda q: np.interp(q, r[rising], u[rising]))
+        return self.recalibration_.recalibrate(prediction)
 
     def outputs(self, prediction, base, y):
         recalibration = self.recalibration_

@@ -60,14 +60,6 @@ def recalibrated_predictions(y: np.ndarray, mean: np.ndarray, std: np.ndarray,
     return frame, diagnostics
 
 
-def recalibrated_predictive(base: GaussianPredictive, recalibration: StandardisedRecalibration) -> RecalibratedPredictive:
-    """G(y) = R(F(y)) for the Gaussian forecast F and the isotonic map R through ``recalibration``'s knots."""
-    u, r = recalibration.u, recalibration.r
-    rising = np.concatenate([[True], np.diff(r) > 0])  # R^-1 skips R's flat pieces (their left ends)
-    return RecalibratedPredictive(base, cdf_map=lambda p: np.interp(p, u, r),
-                                  inverse_map=lambda q: np.interp(q, r[rising], u[rising]))
-
-
 class _SavedBaseRun:
     """The pipeline's base: a qr run that already trained (``depends_on``), as it saved itself: the PITs it
     stored for recalibration and its test predictions (reused, not recomputed: MC dropout would draw anew)."""
@@ -135,7 +127,7 @@ class IsotonicRecalibrated(Method):
 
     def predict(self, X) -> RecalibratedPredictive:
         self.check_fitted()
-        return recalibrated_predictive(self.base.predict(X), self.recalibration_)
+        return self.recalibration_.recalibrate(self.base.predict(X))
 
     def train(self, ctx: RunContext) -> None:
         if ctx.depends_dir is None:
