@@ -436,15 +436,18 @@ def test_a_claim_over_several_pairs_and_metrics_has_one_row_per_comparison():
 # ------------------------------------------------------------------------------ 12. not run, and errors
 def test_a_claim_without_rows_is_not_run_and_names_the_config_that_decides_it():
     values = pair_values("standin", -1 + JIT)
+    needs = "no downloads; an hour on 2 cores"
     result = evaluate_claim(claim({"kind": "less_than", "metric": "rmse", "a": "a", "b": "wo_r"},
-                                  decided_by="config/extended.yaml"), ctx_of(values))
+                                  config="config/extended.yaml", needs=needs), ctx_of(values))
     assert result.verdict == NOT_RUN == "not_run"
-    assert result.decided_by == "config/extended.yaml" and result.as_dict()["decided_by"] == "config/extended.yaml"
-    assert "wo_r" in result.summary and "config/extended.yaml runs it" in result.summary
+    assert result.config == "config/extended.yaml" and result.as_dict()["config"] == "config/extended.yaml"
+    assert result.as_dict()["needs"] == needs and result.as_dict()["ours"] is False
+    assert "wo_r" in result.summary and "config/extended.yaml runs it" in result.summary and needs in result.summary
     assert result.as_dict()["evidence"] == []
     ran = evaluate_claim(claim({"kind": "less_than", "metric": "rmse", "a": "a", "b": "b"},
-                               decided_by="config/extended.yaml"), ctx_of(values))
-    assert ran.verdict == R.GENERALISES and ran.decided_by is None
+                               config="config/extended.yaml", needs=needs), ctx_of(values))
+    assert ran.verdict == R.GENERALISES and ran.config is None
+    assert "config" not in ran.as_dict() and "needs" not in ran.as_dict()  # only a claim not run names them
     assert evaluate_claim(claim({"kind": "best", "metric": "te", "method": "a"}), ctx_of(values)).verdict == NOT_RUN
 
 
