@@ -115,3 +115,17 @@ def test_a_claim_without_a_check_is_not_run_and_says_what_it_needs():
         evaluate_claim({"id": "rf", "text": "t"}, ctx_of({}))
     with pytest.raises(ValueError, match="unknown keys"):
         evaluate_claim({"id": "rf", "text": "t", "needs": "x", "decided_by": "config/paper.yaml"}, ctx_of({}))
+
+
+def test_the_page_counts_the_papers_claims_apart_from_ours_and_shows_what_a_claim_not_run_needs():
+    from uqcal.pipeline.report import html as H
+    from uqcal.pipeline.report.verdicts import ClaimResult
+
+    theirs = ClaimResult("a", "the paper's", R.GENERALISES, "s")
+    ours = ClaimResult("b", "ours", R.UNDECIDED, "s", ours=True)
+    missing = ClaimResult("c", "needs a method", NOT_RUN, "s", needs="a random-forest base model")
+    elsewhere = ClaimResult("d", "runs elsewhere", NOT_RUN, "s", config="config/paper.yaml", needs="downloads")
+    assert H.claims_count([theirs, ours, missing]) == "1 generalises, 1 not run; 1 of our checks"
+    page = H.claims_html([missing, elsewhere])
+    assert "needs: a random-forest base model" in page and "no config of uqcal runs them" in page
+    assert "config/paper.yaml runs them" in page and "needs: downloads" in page
