@@ -20,7 +20,8 @@ MARK_KEYS = {"dagger", "double_dagger", "bold"}
 MARGIN_CLAIMS = {
     "rio": {"rio_best_rmse": "rmse", "rio_best_nlpd": "nlpd"},
     "qr": {"qr_rmse_cost_dvi": "rmse", "qr_rmse_cost_de": "rmse", "qr_nll_cost_dvi": "nlpd", "qr_nll_cost_de": "nlpd"},
-    "metareg": {"lowest_te": "te", "mse_close_to_mdkl": "mse"},
+    "metareg": {"lowest_te": "te", "mse_close_to_mdkl": "mse", "lambda_middle_insensitive": "te"},
+    "bo": {"svhn_not_worse": "final_best"},
     "fewshot": {
         "md_acc_not_worse": "acc",
         "md_beats_gd_acc": "acc",

@@ -121,5 +121,5 @@ def test_forrester_is_the_papers_data_without_a_published_number():
 
 def test_a_method_that_did_not_run_is_not_run():
     rows = [("s", "calibrated", seed, 5, 1) for seed in range(4)]
-    res = evaluate_claim({**_claim(), "decided_by": "config/bo-power.yaml"}, _ctx(_runs(rows)))
-    assert res.verdict == NOT_RUN and res.decided_by == "config/bo-power.yaml"
+    res = evaluate_claim({**_claim(), "config": "config/bo-power.yaml", "needs": "4.5 CPU hours"}, _ctx(_runs(rows)))
+    assert res.verdict == NOT_RUN and res.config == "config/bo-power.yaml" and res.needs == "4.5 CPU hours"

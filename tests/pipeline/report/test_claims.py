@@ -160,6 +160,8 @@ def test_every_summary_based_kind_gives_numeric_rows():
         {"kind": "monotone", "metric": "rmse", "method": "a", "settings": ["s1", "s2"]},
         {"kind": "spearman", "x": "noise", "y": "rmse", "methods": methods},
         {"kind": "effect_contrast", "metric": "rmse", "a": "a", "b": "b", "settings": ["s1", "s2"]},
+        {"kind": "versus_value", "metric": "rmse", "method": "a", "value": 9.0, "settings": ["h"]},
+        {"kind": "relative_reduction", "metric": "rmse", "a": "a", "b": "b", "reduction": 0.05, "settings": ["h"]},
     ]
     ref = reference(margins={"c": {"margin": 0.5, "reason": "test"}})
     for check in checks:
@@ -175,7 +177,8 @@ def test_every_summary_based_kind_gives_numeric_rows():
         assert result.verdict in R.DIRECTION_VERDICTS
     assert set(KINDS) == {"less_than", "greater_than", "best", "best_among", "within_paper_spread",
                           "within_paper_repeat_spread", "monotone", "spearman", "effect_contrast",
-                          "fold_blocked_compare", "censored_steps", "stats_curve_greater", "episode_paired"}
+                          "fold_blocked_compare", "censored_steps", "stats_curve_greater", "episode_paired",
+                          "versus_value", "relative_reduction"}
 
 
 # ------------------------------------------------------------------------------ 2. runs fixed in advance
@@ -436,15 +439,18 @@ def test_a_claim_over_several_pairs_and_metrics_has_one_row_per_comparison():
 # ------------------------------------------------------------------------------ 12. not run, and errors
 def test_a_claim_without_rows_is_not_run_and_names_the_config_that_decides_it():
     values = pair_values("standin", -1 + JIT)
+    needs = "no downloads; an hour on 2 cores"
     result = evaluate_claim(claim({"kind": "less_than", "metric": "rmse", "a": "a", "b": "wo_r"},
-                                  decided_by="config/extended.yaml"), ctx_of(values))
+                                  config="config/extended.yaml", needs=needs), ctx_of(values))
     assert result.verdict == NOT_RUN == "not_run"
-    assert result.decided_by == "config/extended.yaml" and result.as_dict()["decided_by"] == "config/extended.yaml"
-    assert "wo_r" in result.summary and "config/extended.yaml runs it" in result.summary
+    assert result.config == "config/extended.yaml" and result.as_dict()["config"] == "config/extended.yaml"
+    assert result.as_dict()["needs"] == needs and result.as_dict()["ours"] is False
+    assert "wo_r" in result.summary and "config/extended.yaml runs it" in result.summary and needs in result.summary
     assert result.as_dict()["evidence"] == []
     ran = evaluate_claim(claim({"kind": "less_than", "metric": "rmse", "a": "a", "b": "b"},
-                               decided_by="config/extended.yaml"), ctx_of(values))
-    assert ran.verdict == R.GENERALISES and ran.decided_by is None
+                               config="config/extended.yaml", needs=needs), ctx_of(values))
+    assert ran.verdict == R.GENERALISES and ran.config is None
+    assert "config" not in ran.as_dict() and "needs" not in ran.as_dict()  # only a claim not run names them
     assert evaluate_claim(claim({"kind": "best", "metric": "te", "method": "a"}), ctx_of(values)).verdict == NOT_RUN
 
 

@@ -253,8 +253,12 @@ def family_page(rep: FamilyReport, prov: Provenance, reference: Reference, famil
     if rep.leaderboard_html:
         body.append("<h2>Leaderboard</h2>")
         body.append(rep.leaderboard_html)
-    body.append(f"<h2>Claims checklist ({escape(H.claims_count(rep.claims))})</h2>")
-    body.append(H.claims_html(rep.claims))
+    papers, ours = [c for c in rep.claims if not c.ours], [c for c in rep.claims if c.ours]
+    body.append(f"<h2>Claims checklist ({escape(H.claims_count(papers))})</h2>")
+    body.append(H.claims_html(papers))
+    if ours:  # checks the paper does not make: not the paper's claims, so not in its count
+        body.append(f"<h2>Our checks ({len(ours)}: checks the paper does not make)</h2>")
+        body.append(H.claims_html(ours))
     body.append("<h2>Tables</h2>")
     names = {**reference.method_names, **(spec.get("method_names") or {})}
     data_notes = list(dict.fromkeys(note for table in rep.tables for note in table.data_notes))

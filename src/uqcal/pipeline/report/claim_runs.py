@@ -22,7 +22,7 @@ def claim_methods(check: dict) -> tuple[set[str], set[str]]:
     if kind == "episode_paired":
         others = check["b"] if isinstance(check["b"], list) else [check["b"]]
         return {check["a"]}, set(others)
-    if kind in ("best", "best_among", "monotone"):
+    if kind in ("best", "best_among", "monotone", "versus_value"):
         return {check["method"]}, set()
     needed = set()
     for key in ("a", "b"):
@@ -71,7 +71,7 @@ def claim_runs_problems(config: dict, specs: dict[str, dict]) -> list[str]:
             problems.append(f"report.claim_runs.{family}: {unknown} are not claims of the {family} report spec")
         for claim in spec.get("claims") or []:
             declared = declared_family.get(claim["id"], declared_family.get("default"))
-            if declared is None:
+            if declared is None or "check" not in claim:  # no check: a claim no config of uqcal runs
                 continue
             for dataset, setting, methods in claim_rows(config, family, claim["check"]):
                 short = {m: seeds_for(config, family, dataset, setting, m) for m in methods}

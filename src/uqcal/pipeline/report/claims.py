@@ -22,9 +22,19 @@ Hypotheses:
 ``paper_rows: bold`` keeps, on the paper's data, only the rows the paper marks as a difference by its own rule
 (QR: the two mean ± std intervals do not overlap); the others are listed as not claimed by the paper.
 
+- ``versus_value`` (a method's metric against a fixed value), ``relative_reduction`` (a at least a stated fraction
+  below b, paired): superiority on the row's paired differences.
+
 The kinds live by what they test: ``comparison_claims`` (paired comparisons, margins, effect contrasts),
-``paper_claims`` (our value against the paper's), ``trend_claims`` (monotone, spearman, logged curves) and
-``episode_claims`` (paired over test episodes); this module is their table and evaluates a spec's claims.
+``paper_claims`` (our value against the paper's), ``trend_claims`` (monotone, spearman, logged curves),
+``episode_claims`` (paired over test episodes) and ``threshold_claims`` (a size the paper names); this module is
+their table and evaluates a spec's claims.
+
+A claim's keys (``CLAIM_KEYS``): ``id``, ``text``, ``source``, ``check``; ``ours: true`` for a check the paper does
+not make (the report lists it under "Our checks", apart from the paper's claims); ``config`` (the config file that
+runs it) and ``needs`` (what running it needs: downloads, CPU / GPU hours) for a claim the default config does not
+run. A claim without ``check`` names what uqcal lacks to test it (a method, a dataset, an experiment) in ``needs``:
+it is not run in any config.
 """
 
 from __future__ import annotations
@@ -40,10 +50,13 @@ from uqcal.pipeline.report.comparison_claims import (
 )
 from uqcal.pipeline.report.episode_claims import check_episode_paired
 from uqcal.pipeline.report.paper_claims import check_within_paper_repeat_spread, check_within_paper_spread
+from uqcal.pipeline.report.threshold_claims import check_relative_reduction, check_versus_value
 from uqcal.pipeline.report.trend_claims import check_monotone, check_spearman, check_stats_curve_greater
-from uqcal.pipeline.report.verdicts import ClaimContext, ClaimResult
+from uqcal.pipeline.report.verdicts import NOT_RUN, ClaimContext, ClaimResult
 
-__all__ = ["KINDS", "evaluate_claim", "evaluate_claims"]
+__all__ = ["CLAIM_KEYS", "KINDS", "evaluate_claim", "evaluate_claims"]
+
+CLAIM_KEYS = {"id", "text", "source", "check", "ours", "config", "needs"}
 
 
 KINDS = {
@@ -60,13 +73,34 @@ KINDS = {
     "effect_contrast": check_effect_contrast,
     "fold_blocked_compare": check_fold_blocked_compare,
     "censored_steps": check_censored_steps,
+    "versus_value": check_versus_value,
+    "relative_reduction": check_relative_reduction,
 }
 
 
 def evaluate_claim(claim: dict, ctx: ClaimContext) -> ClaimResult:
-    for key in ("id", "text", "check"):
+    for key in ("id", "text"):
         if key not in claim:
             raise ValueError(f"claim {claim.get('id', '?')!r} in spec '{ctx.family}' lacks '{key}'")
+    unknown = sorted(set(claim) - CLAIM_KEYS)
+    if unknown:
+        raise ValueError(f"claims.{claim['id']}: unknown keys {unknown}; allowed {sorted(CLAIM_KEYS)}")
+    if "check" not in claim:
+        if not str(claim.get("needs") or "").strip():
+            raise ValueError(f"claims.{claim['id']}: a claim without 'check' needs 'needs' (what testing it needs)")
+        result = ClaimResult(claim["id"], claim["text"], NOT_RUN, "not run: uqcal has no run that tests it", [],
+                             claim.get("source", ""))
+    else:
+        result = _run_check(claim, ctx)
+    result.ours = bool(claim.get("ours", False))
+    if result.verdict == NOT_RUN:
+        result.config, result.needs = claim.get("config"), claim.get("needs")
+        result.summary += (f"; {result.config} runs it" if result.config else "") + (
+            f"; needs: {result.needs}" if result.needs else "")
+    return result
+
+
+def _run_check(claim: dict, ctx: ClaimContext) -> ClaimResult:
     kind = claim["check"].get("kind")
     if kind not in KINDS:
         raise ValueError(f"claims.{claim['id']}.check.kind: unknown kind {kind!r}; known: {sorted(KINDS)}")

@@ -114,9 +114,9 @@ def claims_html(results: list[ClaimResult]) -> str:
     rows, not_run = [], {}
     for res in results:
         if res.verdict == NOT_RUN:
-            where = (f"{res.decided_by} runs them" if res.decided_by
+            where = (f"{res.config} runs them" if res.config
                      else "their rows lack the runs a test needs (open for why)" if res.skipped
-                     else "no config here runs their methods")
+                     else "no config of uqcal runs them")
             not_run.setdefault(where, []).append(res)
             continue
         source = f" <small>({escape(res.source)})</small>" if res.source else ""
@@ -136,6 +136,7 @@ def claims_html(results: list[ClaimResult]) -> str:
                    "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
     for where, items in not_run.items():
         listed = "".join(f'<li id="claim-{escape(r.id)}">{escape(r.text)}'
+                         + (f"<br><small>needs: {escape(r.needs)}</small>" if r.needs else "")
                          + (f"<br><small>{escape('; '.join(r.skipped))}</small>" if r.skipped else "") + "</li>"
                          for r in items)
         out.append(f'<details class="notrun"><summary>{len(items)} claim{"s" if len(items) != 1 else ""} not run '
@@ -144,8 +145,12 @@ def claims_html(results: list[ClaimResult]) -> str:
 
 
 def claims_count(results: list[ClaimResult]) -> str:
-    counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}
-    return ", ".join(f"{n} {v.replace('_', ' ')}" for v, n in counts.items() if n)
+    """The paper's claims by verdict; our own checks (``ours``) are counted apart."""
+    papers = [r for r in results if not r.ours]
+    counts = {v: sum(r.verdict == v for r in papers) for v in VERDICTS}
+    ours = len(results) - len(papers)
+    return ", ".join(f"{n} {v.replace('_', ' ')}" for v, n in counts.items() if n) + (
+        f"; {ours} of our checks" if ours else "")
 
 
 def figures_html(items: list, rel_prefix: str = "") -> str:

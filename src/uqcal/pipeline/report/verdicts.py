@@ -100,15 +100,18 @@ class ClaimResult:
     runs_declared: int | None = None
     runs_source: str = ""
     scope: object = None
-    decided_by: str | None = None
     skipped: list[str] = field(default_factory=list)  # rows that could not be tested, and why
+    ours: bool = False  # a check the paper does not make (listed apart from the paper's claims)
+    config: str | None = None  # not run: the config file that runs it (None: no config of uqcal can)
+    needs: str | None = None  # not run: what running it needs, in plain words (downloads, CPU / GPU hours)
 
     def as_dict(self) -> dict:
         return {"id": self.id, "text": self.text, "source": self.source, "verdict": self.verdict,
                 "summary": self.summary, "scope": self.scope, "runs_declared": self.runs_declared,
-                "runs_source": self.runs_source, "decided_by": self.decided_by,
+                "runs_source": self.runs_source, "ours": self.ours,
                 "by_data": {name: {"verdict": v, "summary": s} for name, (v, s) in self.by_data.items()},
-                "evidence": [e.as_dict() for e in self.evidence], "rows_not_tested": self.skipped}
+                "evidence": [e.as_dict() for e in self.evidence], "rows_not_tested": self.skipped,
+                **({"config": self.config, "needs": self.needs} if self.verdict == NOT_RUN else {})}
 
 
 @dataclass
@@ -311,11 +314,9 @@ def finish(claim: dict, ctx: ClaimContext, evidence: list[Evidence], what: str, 
     tested = [e for e in evidence if e.test is not None]
     result.skipped += [f"{e.label}: {e.detail}" for e in evidence if e.test is None]
     if not tested:
-        decided_by = claim.get("decided_by")
-        result.decided_by = decided_by
         why = (f"no row could be tested ({len(result.skipped)}: {result.skipped[0]})" if result.skipped
                else what)
-        result.summary = f"not run: {why}" + (f"; {decided_by} runs it" if decided_by else "")
+        result.summary = f"not run: {why}"  # claims.evaluate_claim adds the config that runs it and its needs
         return result
     groups: dict[str, list[Evidence]] = {}
     for row in tested:
