@@ -9,38 +9,16 @@ the next run plans.
 
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import REPO
+from tests.pipeline.conftest import PLUGIN, _edit, _new_process
 from tests.pipeline.test_identity import simulate_run
-from uqcal.methods import api
 from uqcal.methods.api import MethodEntry
 from uqcal.pipeline import identity
 from uqcal.pipeline import records as R
 from uqcal.pipeline.config.load import load_config
-
-PLUGIN = "toyplug_identity"  # a name of its own: the plug-in module must not be one another test imported
-
-
-def _edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert text.count(old) == 1, old
-    path.write_text(text.replace(old, new))
-    stamp = path.stat().st_mtime_ns + 10**9  # an mtime of its own, whatever the clock's grain
-    os.utime(path, ns=(stamp, stamp))
-
-
-def _new_process() -> None:
-    """What a new Snakemake run starts from: the plug-in imported afresh, no cached closures."""
-    for name in [m for m in sys.modules if m == PLUGIN or m.startswith(PLUGIN + ".")]:
-        del sys.modules[name]
-    for cached in (api.get_family, identity._closure, identity._imports):
-        cached.cache_clear()
 
 
 def _planned(config_path: str) -> set[str]:
@@ -54,36 +32,10 @@ def _planned(config_path: str) -> set[str]:
             if R.why_stale(job, build_spec(config, job, config_path)) is not None}
 
 
-@pytest.fixture
-def isolated_registry(monkeypatch):
-    """Plug-in registrations, import path and cached closures of this test stay in this test."""
-    monkeypatch.setattr(api, "_PLUGIN_PACKAGES", {})
-    monkeypatch.setattr(api, "_PLUGIN_PATHS", [])
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    for cached in (api.get_family, identity._closure, identity._imports):
-        cached.cache_clear()
-    yield
-    _new_process()
-
-
-@pytest.fixture
-def plugin_workspace(tmp_path, monkeypatch, isolated_registry) -> Path:
-    """A repository with the toy family (tests/methods/toy) as an outside package at its root, named only by
-    ``families.toy.package`` in its config."""
-    shutil.copytree(REPO / "config", tmp_path / "config")
-    shutil.copytree(REPO / "workflow/schemas", tmp_path / "workflow/schemas")
-    shutil.copytree(REPO / "tests/methods/toy", tmp_path / PLUGIN, ignore=shutil.ignore_patterns("test_*", "__pycache__"))
-    for path in (tmp_path / PLUGIN).iterdir():
-        if path.is_file():
-            path.write_text(path.read_text().replace("tests.methods.toy", PLUGIN))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 def _add_toy_method(root: Path) -> None:
     """A third method in the toy family: its registry line and its config entry."""
     _edit(root / PLUGIN / "__init__.py", '    "ridge": MethodEntry(',
-          '    "ridge_short": MethodEntry("%s.ridge:BayesianRidgeRegression"),\n    "ridge": MethodEntry(' % PLUGIN)
+          f'    "ridge_short": MethodEntry("{PLUGIN}.ridge:BayesianRidgeRegression"),\n    "ridge": MethodEntry(')
     _edit(root / PLUGIN / "config.yaml", "      ridge: {max_iter: 200}", "      ridge: {max_iter: 200}\n      ridge_short:")
 
 
@@ -99,8 +51,8 @@ def test_a_changed_registry_entry_reruns_that_method_only(plugin_workspace):
     config = f"{PLUGIN}/config.yaml"
     simulate_run(config)
     # the same method, another class: its entry (the job's `target`) changes, its parameters do not
-    _edit(plugin_workspace / PLUGIN / "__init__.py", '"ridge": MethodEntry("%s.ridge:BayesianRidgeRegression")' % PLUGIN,
-          '"ridge": MethodEntry("%s.ridge:RidgeAlias")' % PLUGIN)
+    _edit(plugin_workspace / PLUGIN / "__init__.py", f'"ridge": MethodEntry("{PLUGIN}.ridge:BayesianRidgeRegression")',
+          f'"ridge": MethodEntry("{PLUGIN}.ridge:RidgeAlias")')
     _edit(plugin_workspace / PLUGIN / "ridge.py", "class BayesianRidgeRegression", "class RidgeAlias")
     # its train job reruns, and the report (which names the family's methods); the aggregate once the train
     # job's outputs are new (its inputs); nothing else of the family

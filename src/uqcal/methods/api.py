@@ -112,6 +112,7 @@ def register_family(name: str, package: str, path: str | Path | None = None) -> 
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
         importlib.invalidate_caches()
+    importlib.import_module(package)  # a package that does not import is not registered (ImportError)
     _PLUGIN_PACKAGES[name] = package
     get_family.cache_clear()
 

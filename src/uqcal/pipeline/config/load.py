@@ -49,9 +49,9 @@ def register_families(config: dict) -> None:
     (``families.<name>.package``, any module defining ``FAMILY``, imported from the repository's root or from
     the folder ``families.<name>.path``)."""
     for name, fam in config["families"].items():
-        if fam.get("package"):
-            register_family(name, fam["package"], fam.get("path"))
         try:
+            if fam.get("package"):
+                register_family(name, fam["package"], fam.get("path"))
             get_family(name)
         except (KeyError, ImportError) as exc:
             raise ConfigError(f"families.{name}: {exc.args[0] if isinstance(exc, KeyError) else exc}") from None
