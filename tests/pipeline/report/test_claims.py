@@ -160,6 +160,8 @@ def test_every_summary_based_kind_gives_numeric_rows():
         {"kind": "monotone", "metric": "rmse", "method": "a", "settings": ["s1", "s2"]},
         {"kind": "spearman", "x": "noise", "y": "rmse", "methods": methods},
         {"kind": "effect_contrast", "metric": "rmse", "a": "a", "b": "b", "settings": ["s1", "s2"]},
+        {"kind": "against_nominal", "metric": "rmse", "nominal": 9.0, "side": "at_most", "method": "a",
+         "settings": ["h"]},
     ]
     ref = reference(margins={"c": {"margin": 0.5, "reason": "test"}})
     for check in checks:
@@ -175,7 +177,8 @@ def test_every_summary_based_kind_gives_numeric_rows():
         assert result.verdict in R.DIRECTION_VERDICTS
     assert set(KINDS) == {"less_than", "greater_than", "best", "best_among", "within_paper_spread",
                           "within_paper_repeat_spread", "monotone", "spearman", "effect_contrast",
-                          "fold_blocked_compare", "censored_steps", "stats_curve_greater", "episode_paired"}
+                          "fold_blocked_compare", "censored_steps", "stats_curve_greater", "episode_paired",
+                          "against_nominal"}
 
 
 # ------------------------------------------------------------------------------ 2. runs fixed in advance
