@@ -110,4 +110,4 @@ def test_the_howto_documents_every_claim_kind_and_key():
     assert set(spec_check.claim_kinds()) <= headings
     keys = set().union(*(spec_check.kind_keys(kind) for kind in spec_check.claim_kinds()))
     keys |= spec_check.claim_keys() | spec_check.table_keys()
-    assert not {key for key in keys if not re.search(rf"[`{{ ]{key}[`:]", text)}
+    assert not {key for key in keys if not re.search(rf"[`{{ \n]{key}[`:]", text)}
