@@ -11,7 +11,12 @@ import torch
 class JitterCounter:
     """Counts every jitter escalation so runs can report them as a metric.
 
-
+    Parameters
+    ----------
+    escalations : int, optional
+        Escalations counted so far.
+    max_jitter : float, optional
+        The largest jitter added so far.
     """
 
     escalations: int = 0
