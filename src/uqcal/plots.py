@@ -12,6 +12,8 @@ Needs matplotlib: ``pip install 'uqcal[plots]'``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from uqcal.core.predictive import CategoricalPredictive, Predictive, RegressionPredictive
@@ -21,6 +23,10 @@ try:
     import matplotlib.pyplot as plt
 except ImportError as exc:  # the base install has no matplotlib
     raise ImportError("uqcal.plots needs matplotlib: pip install 'uqcal[plots]'") from exc
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from numpy.typing import ArrayLike
 
 __all__ = ["calibration_curve", "pit_histogram", "reliability_diagram"]
 
@@ -52,13 +58,35 @@ def _classification_bins(prediction: CategoricalPredictive, y):
     return reliability_bins(prediction.probs, prediction.labels(y), N_BINS)
 
 
-def reliability_diagram(prediction, y, *, recalibrated=None, ax=None, label: str | None = None):
+def reliability_diagram(prediction: RegressionPredictive | CategoricalPredictive, y: ArrayLike, *,
+                        recalibrated: Predictive | None = None, ax: Axes | None = None,
+                        label: str | None = None) -> Axes:
     """Observed against expected frequency, the raw prediction beside ``recalibrated`` (another predictive of
     the same points, e.g. an ``IsotonicRecalibrator``'s output) when given.
 
     Regression: the observed fraction of targets inside each central interval against its probability.
     Classification: the accuracy of each of 15 equal-width confidence bins against its mean confidence, with
-    the points per bin as grey bars on a right-hand axis."""
+    the points per bin as grey bars on a right-hand axis.
+
+    Parameters
+    ----------
+    prediction : RegressionPredictive | CategoricalPredictive
+        A predictive object (``uqcal.core.predictive``) of the n points.
+    y : array_like
+        Observed targets, or integer class labels for a categorical predictive, shape (n,).
+    recalibrated : Predictive or None, optional
+        Another predictive of the same points drawn beside the raw one (e.g. an ``IsotonicRecalibrator``'s
+        output), or None.
+    ax : Axes or None, optional
+        Matplotlib Axes to draw on; None draws on a new figure.
+    label : str or None, optional
+        Legend label of the drawn curve.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on.
+    """
     _check(prediction, "reliability_diagram")
     if recalibrated is not None:
         _check(recalibrated, "reliability_diagram (recalibrated)")
@@ -96,10 +124,30 @@ def reliability_diagram(prediction, y, *, recalibrated=None, ax=None, label: str
     return ax
 
 
-def calibration_curve(prediction, y, *, ax=None, label: str | None = None, **line_kwargs):
+def calibration_curve(prediction: RegressionPredictive | CategoricalPredictive, y: ArrayLike, *,
+                      ax: Axes | None = None, label: str | None = None, **line_kwargs: Any) -> Axes:
     """Regression: the observed fraction of targets with F(y) <= p against p (the predicted-vs-empirical CDF of
     Kuleshov et al. 2018, Fig. 1). Classification: accuracy against mean confidence per confidence bin (Guo et al.
-    2017, Fig. 1) as a line. ``line_kwargs`` go to ``Axes.plot`` (e.g. ``color``, ``ls``)."""
+    2017, Fig. 1) as a line. ``line_kwargs`` go to ``Axes.plot`` (e.g. ``color``, ``ls``).
+
+    Parameters
+    ----------
+    prediction : RegressionPredictive | CategoricalPredictive
+        A predictive object (``uqcal.core.predictive``) of the n points.
+    y : array_like
+        Observed targets, or integer class labels for a categorical predictive, shape (n,).
+    ax : Axes or None, optional
+        Matplotlib Axes to draw on; None draws on a new figure.
+    label : str or None, optional
+        Legend label of the drawn curve.
+    **line_kwargs
+        Passed to ``Axes.plot`` (e.g. ``color``, ``ls``).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on.
+    """
     _check(prediction, "calibration_curve")
     ax = _axes(ax)
     line_kwargs = {"marker": "o", "ms": 2.5, **line_kwargs}
@@ -118,9 +166,26 @@ def calibration_curve(prediction, y, *, ax=None, label: str | None = None, **lin
     return ax
 
 
-def pit_histogram(prediction, y, *, ax=None, bins: int = 10):
+def pit_histogram(prediction: RegressionPredictive, y: ArrayLike, *, ax: Axes | None = None, bins: int = 10) -> Axes:
     """Histogram of the PIT values F_i(y_i) as a density: flat at 1 for a calibrated predictive; a U shape is
-    over-confidence, a hump under-confidence."""
+    over-confidence, a hump under-confidence.
+
+    Parameters
+    ----------
+    prediction : RegressionPredictive
+        A predictive object (``uqcal.core.predictive``) of the n points.
+    y : array_like
+        Observed targets, shape (n,).
+    ax : Axes or None, optional
+        Matplotlib Axes to draw on; None draws on a new figure.
+    bins : int, optional
+        Number of equal-width bins on [0, 1].
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on.
+    """
     _check(prediction, "pit_histogram")
     if not isinstance(prediction, RegressionPredictive):
         raise TypeError(f"pit_histogram: needs a regression predictive (PIT values), got {type(prediction).__name__}; "

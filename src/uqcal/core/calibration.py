@@ -28,7 +28,20 @@ LEVELS = ("i/n", "i/(n+1)")
 
 def empirical_cdf_pairs(pit: np.ndarray, levels: str = "i/n") -> tuple[np.ndarray, np.ndarray]:
     """Sorted PIT values p_(i) and their empirical CDF levels: i/n (Kuleshov et al. 2018, Alg. 1), or
-    i/(n+1), which keeps the largest PIT below 1 (the QR paper's Sec. 3 endpoint fix)."""
+    i/(n+1), which keeps the largest PIT below 1 (the QR paper's Sec. 3 endpoint fix).
+
+    Parameters
+    ----------
+    pit : numpy.ndarray
+        PIT values F_i(y_i) in [0, 1], shape (n,).
+    levels : str, optional
+        ``i/n`` (i = 1..n) or ``(i-0.5)/n``: the empirical CDF level given to the i-th sorted PIT value.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        The sorted PIT values and their empirical CDF levels.
+    """
     if levels not in LEVELS:
         raise ValueError(f"levels {levels!r} not in {LEVELS}")
     pit = np.asarray(pit, dtype=float).ravel()
@@ -40,7 +53,22 @@ def empirical_cdf_pairs(pit: np.ndarray, levels: str = "i/n") -> tuple[np.ndarra
 
 
 def knots_inverse(q: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-    """R^{-1}(q) = inf{p : R(p) >= q} of the non-decreasing piecewise-linear R through knots (xs, ys)."""
+    """R^{-1}(q) = inf{p : R(p) >= q} of the non-decreasing piecewise-linear R through knots (xs, ys).
+
+    Parameters
+    ----------
+    q : numpy.ndarray
+        Levels to map back, in [0, 1].
+    xs : numpy.ndarray
+        Knot abscissae, increasing.
+    ys : numpy.ndarray
+        Knot values, non-decreasing.
+
+    Returns
+    -------
+    numpy.ndarray
+        inf{x : R(x) >= q} of the piecewise-linear map through the knots, shape of ``q``.
+    """
     # Strictly increasing pieces only: flat segments make the inverse a jump, take their left end.
     keep = np.concatenate([[True], np.diff(ys) > 0])
     return np.interp(q, ys[keep], xs[keep])
@@ -53,6 +81,15 @@ class IsotonicPITMap:
     QR paper discusses in App. B.2). ``min_points``: fitted on fewer PIT values, R is the identity
     (``is_identity``). ``levels``: the empirical CDF levels of the sorted PIT values (``empirical_cdf_pairs``).
     Calling, ``inverse``, ``knots`` and ``is_identity`` raise ``NotFittedError`` before ``fit``.
+
+    Parameters
+    ----------
+    add_endpoints : bool, optional
+        Pin (0, 0) and (1, 1) so that R maps [0, 1] onto [0, 1].
+    min_points : int, optional
+        Fewest PIT values to fit on; with fewer, R is the identity.
+    levels : str, optional
+        The empirical CDF levels of the sorted PIT values (``empirical_cdf_pairs``).
     """
 
     def __init__(self, add_endpoints: bool = True, min_points: int = 3, levels: str = "i/n"):
@@ -77,6 +114,18 @@ class IsotonicPITMap:
         return self._iso is None
 
     def fit(self, pit: np.ndarray) -> IsotonicPITMap:
+        """Fit R on held-out PIT values (the identity below ``min_points`` values).
+
+        Parameters
+        ----------
+        pit : numpy.ndarray
+            Held-out PIT values F_i(y_i) in [0, 1], shape (n,).
+
+        Returns
+        -------
+        IsotonicPITMap
+            The fitted map (``self``).
+        """
         p_sorted, levels = empirical_cdf_pairs(pit, self.levels)
         self._fitted = True
         if p_sorted.size < self.min_points:
@@ -107,7 +156,18 @@ class IsotonicPITMap:
         return self._iso.X_thresholds_, self._iso.y_thresholds_
 
     def inverse(self, q: np.ndarray) -> np.ndarray:
-        """Generalised inverse R^{-1}(q) = inf{p : R(p) >= q}, used for calibrated quantiles."""
+        """Generalised inverse R^{-1}(q) = inf{p : R(p) >= q}, used for calibrated quantiles.
+
+        Parameters
+        ----------
+        q : numpy.ndarray
+            Levels to map back, in [0, 1].
+
+        Returns
+        -------
+        numpy.ndarray
+            R^{-1}(q), shape of ``q``.
+        """
         self._check_fitted()
         q = np.asarray(q, dtype=float)
         if self._iso is None:
@@ -127,6 +187,19 @@ def isotonic_knots(pit: np.ndarray, endpoint_fix: bool = False) -> tuple[np.ndar
     density is f / (m c_(1)), Eq. 10) — or, with ``endpoint_fix``, (c_(i), i/(m+1)) plus (1, 1) (Sec. 3),
     so the support is not truncated. The fit is scikit-learn's IsotonicRegression (PAVA, Eq. 2), through
     ``IsotonicPITMap``.
+
+    Parameters
+    ----------
+    pit : numpy.ndarray
+        Recalibration PIT values in [0, 1], shape (n,).
+    endpoint_fix : bool, optional
+        Pin the map's last knot at (1, 1) (the QR paper's Sec. 3 fix), else R is truncated at the largest PIT
+        value (App. B.2).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        The knots (u, r) of the piecewise-linear map, starting at (0, 0).
     """
     pit = np.asarray(pit, dtype=float).ravel()
     if pit.size < 2 or not np.all(np.isfinite(pit)) or pit.min() < 0 or pit.max() > 1:
@@ -145,7 +218,15 @@ def isotonic_knots(pit: np.ndarray, endpoint_fix: bool = False) -> tuple[np.ndar
 
 
 class StandardisedRecalibration:
-    """The recalibrated standard normal: CDF R(Phi(z)) for piecewise-linear R through (u, r)."""
+    """The recalibrated standard normal: CDF R(Phi(z)) for piecewise-linear R through (u, r).
+
+    Parameters
+    ----------
+    u : numpy.ndarray
+        Knot abscissae in [0, 1], strictly increasing, starting at 0.
+    r : numpy.ndarray
+        Knot values, non-decreasing, starting at 0.
+    """
 
     def __init__(self, u: np.ndarray, r: np.ndarray):
         u, r = np.asarray(u, float), np.asarray(r, float)
@@ -169,6 +250,18 @@ class StandardisedRecalibration:
         self.truncated = bool(u[-1] < 1.0 or self.slopes[-1] == 0.0)
 
     def slope_at(self, pit: np.ndarray) -> np.ndarray:
+        """R'(p): the slope of the piecewise-linear map at each PIT value (zero beyond the last knot).
+
+        Parameters
+        ----------
+        pit : numpy.ndarray
+            PIT values Phi(z) in [0, 1].
+
+        Returns
+        -------
+        numpy.ndarray
+            The slope of R at each value, shape of ``pit``.
+        """
         pit = np.asarray(pit, float)
         index = np.searchsorted(self.u, pit, side="left") - 1
         index = np.clip(index, 0, self.slopes.size - 1)
@@ -176,33 +269,128 @@ class StandardisedRecalibration:
         return np.where(pit > self.u[-1], 0.0, slope)  # App. B.1: zero beyond c_(m)
 
     def pit_map(self, p: np.ndarray) -> np.ndarray:
-        """R(p): the isotonic map through the knots (u, r)."""
+        """R(p): the isotonic map through the knots (u, r).
+
+        Parameters
+        ----------
+        p : numpy.ndarray
+            PIT levels to map, in [0, 1].
+
+        Returns
+        -------
+        numpy.ndarray
+            R(p), shape of ``p``.
+        """
         return np.interp(p, self.u, self.r)
 
     def inverse_pit_map(self, q: np.ndarray) -> np.ndarray:
-        """R^-1(q), the smallest p with R(p) >= q (flat pieces of R are skipped)."""
+        """R^-1(q), the smallest p with R(p) >= q (flat pieces of R are skipped).
+
+        Parameters
+        ----------
+        q : numpy.ndarray
+            Levels to map back, in [0, 1].
+
+        Returns
+        -------
+        numpy.ndarray
+            R^-1(q), shape of ``q``.
+        """
         return knots_inverse(q, self.u, self.r)
 
     def recalibrate(self, base: RegressionPredictive) -> RecalibratedPredictive:
-        """G(y) = R(F(y)) for ``base``'s forecast F, quantiles F^-1(R^-1(q)): the recalibrated predictive object."""
+        """G(y) = R(F(y)) for ``base``'s forecast F, quantiles F^-1(R^-1(q)): the recalibrated predictive object.
+
+        Parameters
+        ----------
+        base : RegressionPredictive
+            The forecast F to recalibrate.
+
+        Returns
+        -------
+        RecalibratedPredictive
+            G(y) = R(F(y)) as a predictive object.
+        """
         return RecalibratedPredictive(base, cdf_map=self.pit_map, inverse_map=self.inverse_pit_map)
 
     def cdf(self, z: np.ndarray) -> np.ndarray:
+        """G(z) = R(Phi(z)), the recalibrated standard normal's CDF.
+
+        Parameters
+        ----------
+        z : numpy.ndarray
+            Standardised values (y - mean) / std.
+
+        Returns
+        -------
+        numpy.ndarray
+            G(z), shape of ``z``.
+        """
         return self.pit_map(ndtr(z))
 
     def pdf(self, z: np.ndarray) -> np.ndarray:
+        """g(z) = phi(z) R'(Phi(z)), the recalibrated standard normal's density.
+
+        Parameters
+        ----------
+        z : numpy.ndarray
+            Standardised values (y - mean) / std.
+
+        Returns
+        -------
+        numpy.ndarray
+            g(z), shape of ``z``.
+        """
         return _phi(np.asarray(z, float)) * self.slope_at(ndtr(z))
 
     def logpdf(self, z: np.ndarray) -> np.ndarray:
+        """log g(z) (-inf where R is flat).
+
+        Parameters
+        ----------
+        z : numpy.ndarray
+            Standardised values (y - mean) / std.
+
+        Returns
+        -------
+        numpy.ndarray
+            log g(z), shape of ``z``.
+        """
         with np.errstate(divide="ignore"):
             return -0.5 * np.square(z) - _LOG_SQRT_2PI + np.log(self.slope_at(ndtr(z)))
 
     def quantile(self, q: np.ndarray) -> np.ndarray:
-        """Smallest z with R(Phi(z)) >= q (flat pieces of R are skipped)."""
+        """Smallest z with R(Phi(z)) >= q (flat pieces of R are skipped).
+
+        Parameters
+        ----------
+        q : numpy.ndarray
+            Levels in [0, 1].
+
+        Returns
+        -------
+        numpy.ndarray
+            The recalibrated quantiles, shape of ``q``.
+        """
         return ndtri(self.inverse_pit_map(np.asarray(q, float)))
 
     def crps(self, z_obs: np.ndarray, grid_size: int = 20001, z_max: float = 12.0) -> np.ndarray:
-        """CRPS(G, z) = int_{-inf}^z G^2 dt + int_z^inf (1 - G)^2 dt, by cumulative trapezoid integrals."""
+        """CRPS(G, z) = int_{-inf}^z G^2 dt + int_z^inf (1 - G)^2 dt, by cumulative trapezoid integrals.
+
+        Parameters
+        ----------
+        z_obs : numpy.ndarray
+            Standardised observations (y - mu) / sigma.
+        grid_size : int, optional
+            Points of the integration grid.
+        z_max : float, optional
+            The grid spans [-z_max, z_max].
+
+        Returns
+        -------
+        numpy.ndarray
+            CRPS(G, z) per observation in standardised units (multiply by sigma), shape of ``z_obs``.
+        """
         from scipy.integrate import cumulative_trapezoid
 
         z_obs = np.asarray(z_obs, float)

@@ -74,6 +74,8 @@ class Family:
 BUILTIN_PACKAGE = "uqcal.methods"
 # name -> package of a family that lives outside uqcal.methods (``families.<name>.package`` in a config).
 _PLUGIN_PACKAGES: dict[str, str] = {}
+# Folders put on the import path for plug-in families (the repository's root, or ``families.<name>.path``).
+_PLUGIN_PATHS: list[Path] = []
 
 
 def builtin_families() -> list[str]:
@@ -86,18 +88,40 @@ def builtin_families() -> list[str]:
                                                          "FAMILY", None), Family))
 
 
-def register_family(name: str, package: str) -> None:
-    """Make family ``name`` the ``FAMILY`` of ``package`` (any importable module) in this process."""
+def plugin_families() -> dict[str, str]:
+    """{name: package} of the plug-in families registered in this process (`register_family`)."""
+    return dict(_PLUGIN_PACKAGES)
+
+
+def plugin_paths() -> list[Path]:
+    """The folders `register_family` put on the import path for plug-in families, in order."""
+    return list(_PLUGIN_PATHS)
+
+
+def register_family(name: str, package: str, path: str | Path | None = None) -> None:
+    """Make family ``name`` the ``FAMILY`` of ``package`` in this process.
+
+    ``package`` is imported from ``path`` (a folder; default: the working directory, the repository's root for
+    every pipeline job), which goes first on the import path, so that a plug-in in a folder of the repository
+    needs no ``PYTHONPATH`` and no install."""
     if not re.fullmatch(r"[A-Za-z_]\w*", name):
         raise ValueError(f"families.{name}: a family name must be a Python identifier")
+    folder = Path(path if path is not None else ".").resolve()
+    if folder not in _PLUGIN_PATHS:
+        _PLUGIN_PATHS.append(folder)
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+        importlib.invalidate_caches()
+    importlib.import_module(package)  # a package that does not import is not registered (ImportError)
     _PLUGIN_PACKAGES[name] = package
     get_family.cache_clear()
 
 
 def register_job_family(job: dict) -> None:
-    """A step's job names its family's package when it is not one of uqcal's own (``family_package``)."""
+    """A step's job names its family's package when it is not one of uqcal's own (``family_package``), and the
+    folder it is imported from when the config declares one (``family_path``, from the repository's root)."""
     if job.get("family_package"):
-        register_family(job["family"], job["family_package"])
+        register_family(job["family"], job["family_package"], job.get("family_path"))
 
 
 @functools.cache

@@ -9,8 +9,13 @@ bin m = ((m-1)/M, m/M] (Guo et al. Sec. 2; the first bin also takes confidence 0
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 _PROB_SUM_TOLERANCE = 1e-4
 
@@ -51,23 +56,65 @@ def _check_bins(n_bins: int) -> int:
     return int(n_bins)
 
 
-def accuracy(probs, labels) -> float:
-    """Fraction of rows whose argmax class equals the label (MD-BFSC Table 2's accuracy)."""
+def accuracy(probs: ArrayLike, labels: ArrayLike) -> float:
+    """Fraction of rows whose argmax class equals the label (MD-BFSC Table 2's accuracy).
+
+    Parameters
+    ----------
+    probs : array_like
+        Predicted class probabilities, shape (n, C), each row summing to 1.
+    labels : array_like
+        Integer class labels in 0..C-1, shape (n,).
+
+    Returns
+    -------
+    float
+        The fraction of rows whose most probable class is the label.
+    """
     p, y = _validate(probs, labels)
     return float(np.mean(np.argmax(p, axis=1) == y))
 
 
-def classification_nll(probs, labels, eps: float = 1e-12) -> float:
+def classification_nll(probs: ArrayLike, labels: ArrayLike, eps: float = 1e-12) -> float:
     """Mean negative log probability of the true label, -1/n sum_i log p_i(y_i) (the NLL Guo et al. 2017 minimise
-    for temperature scaling, Sec. 4.2), probabilities clipped below at ``eps``."""
+    for temperature scaling, Sec. 4.2), probabilities clipped below at ``eps``.
+
+    Parameters
+    ----------
+    probs : array_like
+        Predicted class probabilities, shape (n, C), each row summing to 1.
+    labels : array_like
+        Integer class labels in 0..C-1, shape (n,).
+    eps : float, optional
+        Floor of the probabilities before the logarithm.
+
+    Returns
+    -------
+    float
+        -1/n sum_i log p_i(y_i).
+    """
     p, y = _validate(probs, labels)
     return float(-np.mean(np.log(np.clip(p[np.arange(len(y)), y], eps, 1.0))))
 
 
-def reliability_bins(probs, labels, n_bins: int = 15) -> pd.DataFrame:
+def reliability_bins(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15) -> pd.DataFrame:
     """Per-bin statistics for reliability diagrams and ECE/MCE.
 
     Columns: bin (0..n_bins-1), lower, upper, count, accuracy, confidence (NaN for empty bins).
+
+    Parameters
+    ----------
+    probs : array_like
+        Predicted class probabilities, shape (n, C), each row summing to 1.
+    labels : array_like
+        Integer class labels in 0..C-1, shape (n,).
+    n_bins : int, optional
+        Number of equal-width confidence bins (Guo et al. 2017 use 15).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per bin: bin, lower, upper, count, accuracy, confidence.
     """
     p, y = _validate(probs, labels)
     n_bins = _check_bins(n_bins)
@@ -94,8 +141,23 @@ def reliability_bins(probs, labels, n_bins: int = 15) -> pd.DataFrame:
     )
 
 
-def classification_ece(probs, labels, n_bins: int = 15) -> float:
-    """Expected calibration error (Guo et al. 2017): sum_m |B_m|/n |acc(B_m) - conf(B_m)|."""
+def classification_ece(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15) -> float:
+    """Expected calibration error (Guo et al. 2017): sum_m |B_m|/n |acc(B_m) - conf(B_m)|.
+
+    Parameters
+    ----------
+    probs : array_like
+        Predicted class probabilities, shape (n, C), each row summing to 1.
+    labels : array_like
+        Integer class labels in 0..C-1, shape (n,).
+    n_bins : int, optional
+        Number of equal-width confidence bins (Guo et al. 2017 use 15).
+
+    Returns
+    -------
+    float
+        The count-weighted mean |accuracy - confidence| over the bins.
+    """
     bins = reliability_bins(probs, labels, n_bins)
     filled = bins[bins["count"] > 0]
     n = filled["count"].sum()
@@ -103,16 +165,46 @@ def classification_ece(probs, labels, n_bins: int = 15) -> float:
     return float(np.sum(filled["count"].to_numpy() / n * gap))
 
 
-def classification_mce(probs, labels, n_bins: int = 15) -> float:
-    """Maximum calibration error (Guo et al. 2017, Sec. 2): the largest |acc(B_m) - conf(B_m)| over non-empty bins."""
+def classification_mce(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15) -> float:
+    """Maximum calibration error (Guo et al. 2017, Sec. 2): the largest |acc(B_m) - conf(B_m)| over non-empty bins.
+
+    Parameters
+    ----------
+    probs : array_like
+        Predicted class probabilities, shape (n, C), each row summing to 1.
+    labels : array_like
+        Integer class labels in 0..C-1, shape (n,).
+    n_bins : int, optional
+        Number of equal-width confidence bins (Guo et al. 2017 use 15).
+
+    Returns
+    -------
+    float
+        The largest |accuracy - confidence| over the non-empty bins.
+    """
     bins = reliability_bins(probs, labels, n_bins)
     filled = bins[bins["count"] > 0]
     return float(np.max(np.abs(filled["accuracy"].to_numpy() - filled["confidence"].to_numpy())))
 
 
-def classification_metrics(probs, labels, n_bins: int = 15) -> dict[str, float]:
+def classification_metrics(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15) -> dict[str, float]:
     """The pipeline's classification bundle: accuracy, nll, ece, mce (``metrics.json``'s keys; the library's
-    ``uqcal.metrics.all_metrics`` names them ``accuracy``, ``nll_categorical``, ``ece_guo_15bins``, ``mce_15bins``)."""
+    ``uqcal.metrics.all_metrics`` names them ``accuracy``, ``nll_categorical``, ``ece_guo_15bins``, ``mce_15bins``).
+
+    Parameters
+    ----------
+    probs : array_like
+        Predicted class probabilities, shape (n, C), each row summing to 1.
+    labels : array_like
+        Integer class labels in 0..C-1, shape (n,).
+    n_bins : int, optional
+        Number of equal-width confidence bins (Guo et al. 2017 use 15).
+
+    Returns
+    -------
+    dict of str to float
+        accuracy, nll, ece and mce.
+    """
     return {
         "accuracy": accuracy(probs, labels),
         "nll": classification_nll(probs, labels),

@@ -7,6 +7,8 @@ papers define differently, carry their paper's name. The pipeline's ``metrics.js
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from uqcal.core.predictive import (
@@ -29,6 +31,9 @@ from uqcal.metrics.regression import (
     sharpness,
 )
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
 __all__ = ["CLASSIFICATION_BINS", "COVERAGE_LEVELS", "all_metrics"]
 
 # The central intervals whose coverage is reported (RIO App. D.2's 95 / 90 / 68 %), at their exact quantiles.
@@ -37,7 +42,7 @@ COVERAGE_LEVELS = {"coverage_95": 0.95, "coverage_90": 0.90, "coverage_68": 0.68
 CLASSIFICATION_BINS = 15
 
 
-def all_metrics(prediction: Predictive, y) -> dict[str, float]:
+def all_metrics(prediction: Predictive, y: ArrayLike) -> dict[str, float]:
     """Every metric that applies to ``prediction`` (a uqcal.core.predictive object) against targets or integer
     class labels ``y``.
 
@@ -66,6 +71,18 @@ def all_metrics(prediction: Predictive, y) -> dict[str, float]:
     Classification (``CategoricalPredictive``, integer labels): ``accuracy``, ``nll_categorical`` (mean -log
     probability of the true class), ``ece_guo_15bins`` and ``mce_15bins`` (Guo et al. 2017, 15 equal-width
     confidence bins, as MD-BFSC's Table 2).
+
+    Parameters
+    ----------
+    prediction : Predictive
+        A predictive object (``uqcal.core.predictive``) of the n points.
+    y : array_like
+        Observed targets (regression) or integer class labels (classification), shape (n,).
+
+    Returns
+    -------
+    dict of str to float
+        Every metric that applies to the predictive, by the names listed above.
     """
     if isinstance(prediction, RegressionPredictive):
         return _regression_metrics(prediction, y)

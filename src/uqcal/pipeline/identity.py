@@ -24,52 +24,89 @@ STEP_MODULE = {rule: f"uqcal.pipeline.steps.{rule}" for rule in RULES}
 
 
 def code_roots(job: Job) -> list[str]:
-    """Modules a job's process starts from; `source_files` follows their imports."""
+    """Modules a job's process starts from; `source_files` follows their imports.
+
+    A train job's code is its own method's: the module its registry entry resolves to (and, for a method built on
+    another's runs, that method's), the family's evaluator and what they import; a split job's is the family's
+    splitter. Neither depends on the family's method table (`registry_modules`): the entry a train job uses is in
+    its spec (``job``: resolved parameters, ``target``, ``depends_on``), so adding, removing or editing one entry
+    reruns that method's jobs only (and the family's aggregate and the report, which read them).
+    """
     from uqcal.methods.api import get_entry, get_family
 
     roots = ["uqcal.cli", STEP_MODULE[job.rule]]
     if job.rule == "split":  # the family's splitter is a "module:name" string
-        family = get_family(job.key[0])
-        roots += [family.package, family.splitter.partition(":")[0]]
+        roots.append(get_family(job.key[0]).splitter.partition(":")[0])
     if job.rule == "train":
         family, _, _, method = job.key
-        entry, found = get_entry(family, method), get_family(family)
-        roots += [found.package, found.evaluator.partition(":")[0], entry.target.partition(":")[0]]
+        entry = get_entry(family, method)
+        roots += [get_family(family).evaluator.partition(":")[0], entry.target.partition(":")[0]]
         if entry.depends_on:  # a method built on another's runs may load that method's model
             roots.append(get_entry(family, entry.depends_on).target.partition(":")[0])
     if job.rule == "report":
-        from uqcal.methods.api import builtin_families
-
-        roots += [get_family(name).package for name in builtin_families()]  # their specs and numbers: get_family
-        # figures a report spec draws with a function ("module:function")
-        for spec in sorted((SRC / "methods").glob("*/report.yaml")):
-            roots += sorted(set(re.findall(r"\b(uqcal(?:\.\w+)+):\w+", spec.read_text())))
+        # every family it can report, uqcal's own and the plug-ins this process registered: their packages
+        # (method names, titles), and the figure functions their specs name ("module:function")
+        for family in reported_families():
+            roots.append(family.package)
+            prefixes = "|".join(sorted({"uqcal", re.escape(family.package.split(".")[0])}))
+            roots += sorted(set(re.findall(rf"\b((?:{prefixes})(?:\.\w+)*):\w+", family.report_spec_path.read_text())))
     return roots
+
+
+def reported_families() -> list:
+    """The families a report job can cover (uqcal.methods.api.Family): uqcal's own and every plug-in family
+    registered in this process (``families.<name>.package`` of the loaded config)."""
+    from uqcal.methods.api import builtin_families, get_family, plugin_families
+
+    return [get_family(name) for name in sorted({*builtin_families(), *plugin_families()})]
+
+
+def registry_modules(job: Job) -> frozenset[str]:
+    """Family registries (a family package's ``METHODS``/``FAMILY`` tables) that a split or train job's process
+    imports but whose content is not its code: what the job takes from them, its entry and the family's
+    splitter or evaluator, is in its spec or among its roots. A registry module that is itself a root (a
+    method defined in the package's ``__init__``) stays code."""
+    if job.rule not in ("split", "train"):
+        return frozenset()
+    from uqcal.methods.api import get_family
+
+    packages = {family.package for family in reported_families()} | {get_family(job.key[0]).package}
+    return frozenset(packages - set(code_roots(job)))
 
 
 def source_files(job: Job) -> list[str]:
     """Repository-relative paths of every uqcal file the job's step can import (its static import closure).
 
     Imports inside functions count, and so do plain module names written as strings (``importlib`` tables
-    such as the data sources'); ``module:Class`` registry targets do not: a job's own method is a root.
+    such as the data sources'); ``module:Class`` registry targets do not: a job's own method is a root. The
+    families' registries (`registry_modules`) do not count for split and train jobs.
     The report also reads the report specs and the papers' numbers that the families' packages hold
-    (``report.yaml``, ``paper_numbers.yaml``) and any data files packaged beside its own modules.
+    (``report.yaml``, ``paper_numbers.yaml``), plug-ins' included, and any data files packaged beside its own
+    modules.
     """
-    files = sorted(_module_path(m) for m in _closure(tuple(code_roots(job))))
+    files = sorted(_module_path(m) for m in _closure(tuple(code_roots(job)), registry_modules(job)))
     if job.rule == "report":
-        yamls = [*(SRC / "pipeline" / "report").rglob("*.yaml"), *(SRC / "methods").glob("*/report.yaml"),
-                 *(SRC / "methods").glob("*/paper_numbers.yaml")]
-        files += sorted(f"src/uqcal/{p.relative_to(SRC).as_posix()}" for p in yamls)
+        yamls = [*(SRC / "pipeline" / "report").rglob("*.yaml")]
+        for family in reported_families():
+            yamls += [p for p in (family.report_spec_path, family.paper_numbers_path) if p.is_file()]
+        files += sorted({_file_path(p) for p in yamls})
     return files
+
+
+def _file_path(path: Path) -> str:
+    """A file's path as `source_files` names it: src/uqcal/... inside uqcal, else from the repository's root."""
+    path = path.resolve()
+    if path.is_relative_to(SRC):
+        return f"src/uqcal/{path.relative_to(SRC).as_posix()}"
+    if path.is_relative_to(Path.cwd().resolve()):
+        return path.relative_to(Path.cwd().resolve()).as_posix()
+    return path.as_posix()  # a plug-in's declared folder outside the repository
 
 
 def _module_path(module: str) -> str:
     """src/uqcal/... path of a uqcal module, as the repository (and dvc.yaml) names it; a plug-in family's
-    module (in the repository, outside uqcal) by its path from the repository's root."""
-    path = _module_file(module)
-    if module.split(".")[0] != "uqcal":
-        return path.relative_to(Path.cwd()).as_posix()
-    return f"src/uqcal/{path.relative_to(SRC).as_posix()}"
+    module (outside uqcal) by its path from the repository's root."""
+    return _file_path(_module_file(module))
 
 
 def _source_file(rel: str) -> Path:
@@ -79,20 +116,26 @@ def _source_file(rel: str) -> Path:
 
 
 def _module_file(module: str) -> Path | None:
-    """The source file of a uqcal module, or of a module in the repository (the working directory) such as a
-    plug-in family's package (``families.<name>.package``); None for anything else (installed libraries)."""
+    """The source file of a uqcal module, or of a module in the repository (the working directory) or in a
+    plug-in family's declared folder (``families.<name>.path``), such as a plug-in family's package
+    (``families.<name>.package``); None for anything else (installed libraries)."""
+    from uqcal.methods.api import plugin_paths
+
     parts = module.split(".")
     if not all(part.isidentifier() for part in parts):
         return None
-    base = SRC.joinpath(*parts[1:]) if parts[0] == "uqcal" else Path.cwd().joinpath(*parts)
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
+    bases = [SRC.joinpath(*parts[1:])] if parts[0] == "uqcal" else [
+        folder.joinpath(*parts) for folder in (Path.cwd(), *plugin_paths())]
+    for base in bases:
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate
     return None
 
 
 @cache
-def _closure(roots: tuple[str, ...]) -> frozenset[str]:
+def _closure(roots: tuple[str, ...], skip: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The modules ``roots`` import, transitively, without following (or counting) those in ``skip``."""
     found: set[str] = set()
     todo = list(roots)
     while todo:
@@ -100,7 +143,7 @@ def _closure(roots: tuple[str, ...]) -> frozenset[str]:
         parts = module.split(".")
         for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__ first
             name = ".".join(parts[:i])
-            if name not in found and _module_file(name) is not None:
+            if name not in found and name not in skip and _module_file(name) is not None:
                 found.add(name)
                 todo.extend(_imports(name))
     return frozenset(found)

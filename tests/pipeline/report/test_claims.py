@@ -162,6 +162,8 @@ def test_every_summary_based_kind_gives_numeric_rows():
         {"kind": "effect_contrast", "metric": "rmse", "a": "a", "b": "b", "settings": ["s1", "s2"]},
         {"kind": "versus_value", "metric": "rmse", "method": "a", "value": 9.0, "settings": ["h"]},
         {"kind": "relative_reduction", "metric": "rmse", "a": "a", "b": "b", "reduction": 0.05, "settings": ["h"]},
+        {"kind": "against_nominal", "metric": "rmse", "nominal": 9.0, "side": "at_most", "method": "a",
+         "settings": ["h"]},
     ]
     ref = reference(margins={"c": {"margin": 0.5, "reason": "test"}})
     for check in checks:
@@ -178,7 +180,7 @@ def test_every_summary_based_kind_gives_numeric_rows():
     assert set(KINDS) == {"less_than", "greater_than", "best", "best_among", "within_paper_spread",
                           "within_paper_repeat_spread", "monotone", "spearman", "effect_contrast",
                           "fold_blocked_compare", "censored_steps", "stats_curve_greater", "episode_paired",
-                          "versus_value", "relative_reduction"}
+                          "versus_value", "relative_reduction", "against_nominal"}
 
 
 # ------------------------------------------------------------------------------ 2. runs fixed in advance

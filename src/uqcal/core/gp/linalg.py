@@ -9,7 +9,15 @@ import torch
 
 @dataclass
 class JitterCounter:
-    """Counts every jitter escalation so runs can report them as a metric."""
+    """Counts every jitter escalation so runs can report them as a metric.
+
+    Parameters
+    ----------
+    escalations : int, optional
+        Escalations counted so far.
+    max_jitter : float, optional
+        The largest jitter added so far.
+    """
 
     escalations: int = 0
     max_jitter: float = 0.0
@@ -24,6 +32,22 @@ def psd_safe_cholesky(
     """Batched Cholesky; on failure add jitter * mean(diag) * 10^t to the diagonal, t = 0..max_tries-1.
 
     Every retry increments ``counter.escalations``. Raises after ``max_tries`` failed escalations.
+
+    Parameters
+    ----------
+    matrix : torch.Tensor
+        Symmetric positive (semi-)definite matrices, shape (..., n, n).
+    jitter : float, optional
+        Initial jitter, relative to the mean of the diagonal.
+    max_tries : int, optional
+        How many escalations of the jitter (x10 each) before giving up.
+    counter : JitterCounter or None, optional
+        Counts the escalations (``JitterCounter``); None counts nothing.
+
+    Returns
+    -------
+    torch.Tensor
+        Lower Cholesky factors, shape (..., n, n).
     """
     factor, info = torch.linalg.cholesky_ex(matrix)
     if not torch.any(info):

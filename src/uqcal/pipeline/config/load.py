@@ -46,11 +46,12 @@ def prepare_config(config: dict, root: Path | None = None, method_families: Coll
 
 def register_families(config: dict) -> None:
     """Every family a config names: uqcal's own (``uqcal.methods.<name>``), or a plug-in package
-    (``families.<name>.package``, any importable module defining ``FAMILY``)."""
+    (``families.<name>.package``, any module defining ``FAMILY``, imported from the repository's root or from
+    the folder ``families.<name>.path``)."""
     for name, fam in config["families"].items():
-        if fam.get("package"):
-            register_family(name, fam["package"])
         try:
+            if fam.get("package"):
+                register_family(name, fam["package"], fam.get("path"))
             get_family(name)
         except (KeyError, ImportError) as exc:
             raise ConfigError(f"families.{name}: {exc.args[0] if isinstance(exc, KeyError) else exc}") from None

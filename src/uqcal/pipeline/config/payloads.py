@@ -44,9 +44,11 @@ def split_job(config: dict, family: str, dataset: str, setting: str, seed: int) 
 
 
 def _family_package(fam: dict) -> dict:
-    """A plug-in family's package travels with its jobs (uqcal.methods.api.register_job_family); uqcal's own
-    families add nothing, so their jobs' identities do not depend on where the registry looks."""
-    return {"family_package": fam["package"]} if fam.get("package") else {}
+    """A plug-in family's package (and its declared folder) travels with its jobs
+    (uqcal.methods.api.register_job_family); uqcal's own families add nothing, so their jobs' identities do not
+    depend on where the registry looks."""
+    found = {"family_package": fam["package"]} if fam.get("package") else {}
+    return {**found, "family_path": fam["path"]} if fam.get("path") else found
 
 
 def run_job(config: dict, run: Run) -> dict:
@@ -64,6 +66,7 @@ def run_job(config: dict, run: Run) -> dict:
                           "seeds": seeds_for(config, run.family, run.dataset, run.setting)},
         "setting_params": setting_params(config, run.family, run.setting),
         "params": job_params(run.family, run.method, fam["methods"][run.method], run.dataset),
+        "target": entry.target,  # the registry entry itself (its overrides are in params)
         "depends_on": entry.depends_on,
         "device": config.get("device", "auto"),
         "torch_threads": config.get("torch_threads", 1),

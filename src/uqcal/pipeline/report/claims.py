@@ -16,6 +16,8 @@ Hypotheses:
   non-inferiority to the best of the other methods, on the seeds all of them ran;
 - ``within_paper_spread`` / ``within_paper_repeat_spread``: our mean against the paper's, judged by the prediction
   interval alone (consistent inside it, contradicted outside, saying on which side);
+- ``against_nominal``: one method's metric against a nominal value (coverage against its level), a one-sample
+  test (``nominal_claims``), superiority or non-inferiority / equivalence at the reference's margin;
 - ``monotone`` (Welch t per step), ``spearman`` (Fisher z), ``effect_contrast`` (Welch), ``stats_curve_greater``
   (paired over curves).
 
@@ -49,6 +51,7 @@ from uqcal.pipeline.report.comparison_claims import (
     check_less_than,
 )
 from uqcal.pipeline.report.episode_claims import check_episode_paired
+from uqcal.pipeline.report.nominal_claims import check_against_nominal
 from uqcal.pipeline.report.paper_claims import check_within_paper_repeat_spread, check_within_paper_spread
 from uqcal.pipeline.report.threshold_claims import check_relative_reduction, check_versus_value
 from uqcal.pipeline.report.trend_claims import check_monotone, check_spearman, check_stats_curve_greater
@@ -75,6 +78,7 @@ KINDS = {
     "censored_steps": check_censored_steps,
     "versus_value": check_versus_value,
     "relative_reduction": check_relative_reduction,
+    "against_nominal": check_against_nominal,
 }
 
 

@@ -217,6 +217,19 @@ def run_devices_html(devices: pd.DataFrame | None) -> str:
     )
 
 
+def _plugin_rows(prov: Provenance) -> list[str]:
+    """One row per plug-in family: its package, folder, files' sha256 and the files git does not track."""
+    rows = []
+    for name, plugin in getattr(prov, "plugins", {}).items():
+        untracked = plugin["untracked"]
+        state = (f"untracked: {', '.join(untracked[:5])}{' ...' if len(untracked) > 5 else ''}" if untracked
+                 else "tracked")
+        rows.append(f'<tr><th style="text-align:left">plug-in {escape(name)}</th><td style="text-align:left">'
+                    f"<code>{escape(plugin['package'])}</code> in <code>{escape(plugin['folder'])}</code>, sha256 "
+                    f"<code>{escape(plugin['sha256'][:16])}</code> ({escape(state)})</td></tr>")
+    return rows
+
+
 def provenance_html(prov: Provenance, family: str | None = None, datasets: list[str] | None = None,
                     devices: pd.DataFrame | None = None) -> str:
     """The provenance block; ``devices`` (``provenance.read_run_devices``) adds where the family's runs
@@ -234,6 +247,7 @@ def provenance_html(prov: Provenance, family: str | None = None, datasets: list[
         + ", ".join(f"{escape(k)} {escape(v)}" for k, v in prov.packages.items())
         + "</td></tr>",
         _lock_row(prov),
+        *_plugin_rows(prov),
         "</table>",
     ]
     if family is not None:

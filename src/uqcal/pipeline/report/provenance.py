@@ -53,6 +53,9 @@ class Provenance:
     # from it ("name installed (lock: version)"; empty: the environment is exactly the lock).
     lock: dict[str, str] = field(default_factory=dict)
     lock_mismatches: list[str] = field(default_factory=list)
+    # Plug-in families (families.<name>.package): {name: {"package", "folder", "sha256" of its files,
+    # "untracked": files git does not track}} (`plugin_state`); an untracked file makes the run dirty.
+    plugins: dict[str, dict] = field(default_factory=dict)
 
 
 def file_sha256(path: str | Path) -> str:
@@ -250,6 +253,30 @@ def read_dataset_records(data_dir: Path, names: list[str] | None = None) -> dict
     return records
 
 
+def plugin_state(repo: Path) -> dict[str, dict]:
+    """Every plug-in family registered in this process: its package, its folder, the sha256 of its files (path and
+    content, sorted) and those of its files that git does not track (all of them outside a git repository)."""
+    from uqcal.methods.api import get_family, plugin_families
+
+    found = {}
+    for name, package in sorted(plugin_families().items()):
+        folder = get_family(name).folder().resolve()
+        files = sorted(p for p in folder.rglob("*")
+                       if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+        digest = hashlib.sha256()
+        for path in files:
+            digest.update(f"{path.relative_to(folder).as_posix()}\0{file_sha256(path)}\n".encode())
+        shown = folder.relative_to(repo.resolve()).as_posix() if folder.is_relative_to(repo.resolve()) else str(folder)
+        try:
+            listed = subprocess.run(["git", "ls-files", "--others", "--", str(folder)], cwd=repo, capture_output=True,
+                                    text=True, check=True, timeout=20).stdout.split()
+            untracked = sorted(p for p in listed if "__pycache__" not in p and not p.endswith(".pyc"))
+        except (OSError, subprocess.SubprocessError):
+            untracked = [f"{shown}/{p.relative_to(folder).as_posix()}" for p in files]
+        found[name] = {"package": package, "folder": shown, "sha256": digest.hexdigest(), "untracked": untracked}
+    return found
+
+
 def collect(config_path: str | Path, repo: Path, records_dir: Path, data_dir: Path,
             datasets: list[str] | None = None, jobs: list[str] | None = None) -> Provenance:
     """Provenance of one run: with ``datasets`` / ``jobs`` (the config's), only their records and timings,
@@ -257,6 +284,9 @@ def collect(config_path: str | Path, repo: Path, records_dir: Path, data_dir: Pa
     from uqcal.pipeline.config.source import config_hash
 
     commit, dirty = git_state(Path(repo))
+    plugins = plugin_state(Path(repo))
+    if any(p["untracked"] for p in plugins.values()):
+        dirty = True  # the code that produced the report is not all in the commit
     lock, lock_mismatches = lock_state(Path(repo))
     return Provenance(
         config_path=str(config_path),
@@ -271,4 +301,5 @@ def collect(config_path: str | Path, repo: Path, records_dir: Path, data_dir: Pa
         datasets=read_dataset_records(data_dir, datasets),
         lock=lock,
         lock_mismatches=lock_mismatches,
+        plugins=plugins,
     )

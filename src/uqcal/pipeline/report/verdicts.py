@@ -172,7 +172,7 @@ def margin_for(claim: dict, ctx: ClaimContext, comparator_mean: float) -> tuple[
     spec = ctx.reference.margins.get(claim["id"])
     if not spec:
         raise ValueError(f"a 'not worse' / 'best or tied' claim needs a margin: add margins.{claim['id']} "
-                         f"(margin or relative, and its reason) to src/uqcal/methods/{ctx.family}/paper_numbers.yaml")
+                         f"(margin or relative, and its reason) to {ctx.reference.path or 'its paper_numbers.yaml'}")
     if "margin" in spec:
         return float(spec["margin"]), f"margin {fmt(float(spec['margin']))}"
     relative = float(spec["relative"])
