@@ -23,6 +23,7 @@ from uqcal.pipeline.report.figures.base import (
     render,
     save_figure,
 )
+from uqcal.pipeline.report.palette import OKABE_ITO
 
 
 def build_curve(spec: dict, ctx: FigureContext) -> list:
@@ -78,7 +79,7 @@ def build_paired_improvement(spec: dict, ctx: FigureContext) -> list:
         if paired.empty:
             continue
         fig, ax = plt.subplots(figsize=(4.8, 3.2))
-        mean_se_band(ax, paired, f"{method_label(ctx, b)} − {method_label(ctx, a)}", color="tab:red")
+        mean_se_band(ax, paired, f"{method_label(ctx, b)} − {method_label(ctx, a)}", color=OKABE_ITO[3])
         ax.axhline(0.0, color="k", lw=0.8)
         ax.set(xlabel=spec.get("xlabel", x_col), ylabel=spec.get("ylabel", f"improvement in {y_col}"),
                title=f"{dataset} / {setting} ({len(paired)} paired repeats)")
