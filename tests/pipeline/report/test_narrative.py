@@ -87,9 +87,10 @@ def test_claim_line_has_our_number_the_papers_and_the_reason():
 def test_stand_in_rows_say_there_is_no_paper_number():
     test = R.RowTest("superiority", -0.5, 0.1, 9, 0.001, -1)
     res = claim([row(test, group=STAND_INS)], verdict=R.GENERALISES)
-    assert N.display(res).label == "Holds on stand-in data"
-    assert "no paper number" in N.claim_reason(res) and "vs the paper's" not in N.claim_reason(res)
-    assert N.claim_data(res) == "on stand-in data only"
+    assert N.display(res).label == "Holds, direction only"
+    assert "significant in the claimed direction (p = 0.0010)" in N.claim_reason(res)
+    assert "vs the paper's" not in N.claim_reason(res)
+    assert N.claim_data(res) == "on stand-in data only: no paper number to compare"
 
 
 def test_contract_fields_render_and_their_absence_does_not_crash():

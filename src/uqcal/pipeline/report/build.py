@@ -286,10 +286,9 @@ def scope_text(rep: FamilyReport) -> str:
     n_text = (f"n = {ns[0]} runs per claim" if len(ns) == 1 else f"n = {ns[0]}–{ns[-1]} runs per claim" if ns
               else "the runs each claim's rows share")
     sources = list(dict.fromkeys(c.source.split(",")[0] for c in claims if c.source))
-    text = (f"{len(claims)} claims of the paper"
-            + (f" ({', '.join(sources)})" if sources else "")
-            + f"; {len(run)} decided here on " + ("; ".join(data) if data else "no data") + f", at {n_text}, "
-            "fixed in the config before any result")
+    text = (f"{len(claims)} claims of the paper" + (f" ({', '.join(sources)})" if sources else "")
+            + f"; {len(run)} decided here, at {n_text}, fixed in the config before any result. "
+            + ("Data: " + "; ".join(data) if data else "No data was run"))
     not_run = len(claims) - len(run)
     if not_run:
         configs = sorted({str(getattr(c, "config", None) or c.decided_by) for c in claims
@@ -437,10 +436,15 @@ def index_page(reports: list[FamilyReport], prov: Provenance, title: str) -> str
                     f"{escape(rep.spec.get('title', rep.family))}</a></h2>")
         body.append(f'<p class="lead">{escape(rep.spec.get("paper", ""))}. <b>{escape(N.summary_sentence(rep.claims))}'
                     f"</b> <small>({escape(status)})</small></p>")
-        if rep.claims:
-            body.append('<ol class="claimlist">' + "".join(
+        run = [c for c in rep.claims if c.verdict != NOT_RUN]
+        not_run = [c for c in rep.claims if c.verdict == NOT_RUN]
+        for group, wrap in ((run, None), (not_run, f"{len(not_run)} claims not run in this configuration")):
+            if not group:
+                continue
+            items = '<ol class="claimlist">' + "".join(
                 f"<li>{H.claim_line(c, href=f'{rep.family}/index.html#claim-{c.id}', details=False)}</li>"
-                for c in rep.claims) + "</ol>")
+                for c in group) + "</ol>"
+            body.append(f"<details><summary>{escape(wrap)}</summary>{items}</details>" if wrap else items)
     body += ["<h2>What the verdicts mean</h2>", H.legend_html(), "<h2>Provenance</h2>", H.provenance_html(prov)]
     return H.page(title, "\n".join(body), _nav("", [r.family for r in reports]))
 

@@ -55,7 +55,7 @@ code{background:#f4f4f4;padding:0 .2em;overflow-wrap:anywhere} ul.tablenotes{fon
 td.fitfail{background:#fde8e8} span.fitfail{color:#a11;font-weight:bold} p.fitfail{color:#a11}
 div.budget{border-left:4px solid #8a5a00;background:#fff8e6;padding:2px 12px;margin:8px 0}
 div.summary{border-left:4px solid #0072B2;background:#f3f8fc;padding:.3em .9em;margin:.5em 0}
-div.summary p{margin:.25em 0}
+div.summary p{margin:.25em 0} div.summary h2{margin:.3em 0 .2em;font-size:1.1em;border:0}
 @media (max-width:600px){body{padding:0 .5em;margin:.5em auto} h1{font-size:1.25em} table{font-size:.8em}
  dl.legend{grid-template-columns:1fr} dl.legend dd{margin:0 0 .3em .5em}}
 """

@@ -54,13 +54,15 @@ DISPLAYS: dict[str, Display] = {
     R.CONTRADICTED: Display(FAILED, "✗", "Not reproduced", "#D55E00",
                             "Significant against the claim, or outside the range the paper's numbers allow on the "
                             "unfavourable side."),
-    R.GENERALISES: Display(HELD, "✓", "Holds on stand-in data", "#009E73",
-                           "No paper number for this data (a stand-in): the effect is significant in the claimed "
-                           "direction."),
-    R.DOES_NOT_GENERALISE: Display(FAILED, "✗", "Fails on stand-in data", "#D55E00",
-                                   "No paper number for this data (a stand-in): significant against the claim."),
-    R.UNDECIDED: Display(UNSETTLED, "?", "Undecided on stand-in data", "#E69F00",
-                         "No paper number for this data (a stand-in): not significant either way."),
+    R.GENERALISES: Display(HELD, "✓", "Holds, direction only", "#009E73",
+                           "No paper number to compare with (stand-in data, or the paper prints none): the effect "
+                           "is significant in the claimed direction."),
+    R.DOES_NOT_GENERALISE: Display(FAILED, "✗", "Fails, direction only", "#D55E00",
+                                   "No paper number to compare with (stand-in data, or the paper prints none): "
+                                   "significant against the claim."),
+    R.UNDECIDED: Display(UNSETTLED, "?", "Undecided, direction only", "#E69F00",
+                         "No paper number to compare with (stand-in data, or the paper prints none): not "
+                         "significant either way."),
     R.NOT_RUN: Display(NOTRUN, "–", "Not run here", "#BBBBBB",
                        "This configuration does not run it; the named configuration does."),
 }
@@ -156,11 +158,11 @@ def row_reason(e: Evidence) -> str:
             return "worse than the other method by more than the declared margin"
         return f"outside the paper's 95 % replication interval {interval}, on the unfavourable side"
     if verdict == R.GENERALISES:
-        return f"significant in the claimed direction ({ptext}); no paper number for this data"
+        return f"significant in the claimed direction ({ptext})"
     if verdict == R.DOES_NOT_GENERALISE:
-        return f"significant against the claim ({ptext}); no paper number for this data"
+        return f"significant against the claim ({ptext})"
     if verdict == R.UNDECIDED:
-        return f"not significant either way ({ptext}); no paper number for this data"
+        return f"not significant either way ({ptext})"
     return e.detail
 
 
@@ -204,7 +206,7 @@ def claim_data(res: ClaimResult) -> str:
     if NO_PAPER_NUMBER in res.by_data:
         return "on the paper's data, which prints no number to compare"
     if STAND_INS in res.by_data:
-        return "on stand-in data only"
+        return "on stand-in data only: no paper number to compare"
     return ""
 
 
@@ -257,8 +259,10 @@ def summary_sentence(claims: list[ClaimResult]) -> str:
         groups.setdefault(display(res).key, []).append(res)
     held = groups.get(HELD, [])
     on_paper = sum(PAPER_DATA in c.by_data for c in held)
+    if not run:
+        return f"None of the {len(claims)} claims could be decided in this configuration (see each claim for why)."
     parts = [f"{len(held)} of {len(claims)} claims held"
-             + (f" ({on_paper} on the paper's own data)" if held and on_paper != len(held)
+             + (f" ({on_paper or 'none'} on the paper's own data)" if held and on_paper != len(held)
                 else " on the paper's own data" if held and on_paper else "")]
     if groups.get("better"):
         parts.append(f"{len(groups['better'])} came out better than published")
