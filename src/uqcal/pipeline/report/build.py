@@ -134,9 +134,10 @@ def paper_comparison_figures(tables: list[BuiltTable], out_dir: Path, names: dic
 
 
 def figure_checks(figures: list) -> list[dict]:
-    """What the text-overlap check found in each drawn figure, and its natural width (the browser test reads it)."""
-    return [{"stem": f.stem, "title": f.title, "width_px": f.width_px, "overlaps": f.overlaps}
-            for f in figures if isinstance(f, Rendered)]
+    """What the text-overlap check found in each drawn figure, its natural width and its smallest text's height in
+    px at that width (the browser test reads them)."""
+    return [{"stem": f.stem, "title": f.title, "width_px": f.width_px, "min_text_px": f.min_text_px,
+             "overlaps": f.overlaps} for f in figures if isinstance(f, Rendered)]
 
 
 def _dvc_plot_data(spec: dict, files: RunFiles, out_dir: Path) -> list[Path]:
