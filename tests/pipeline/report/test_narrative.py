@@ -12,8 +12,8 @@ from html import escape
 import numpy as np
 import pytest
 
-from uqcal.metrics import replication as R
 from uqcal.methods.api import builtin_families
+from uqcal.metrics import replication as R
 from uqcal.pipeline.report import html as H
 from uqcal.pipeline.report import narrative as N
 from uqcal.pipeline.report.numbers import fmt_num, fmt_p, fmt_se

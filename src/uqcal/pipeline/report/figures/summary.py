@@ -76,14 +76,14 @@ def build_sensitivity(spec: dict, ctx: FigureContext) -> list:
                 f"with metric '{metric}' in one (dataset, setting)",
             )
         ]
-    fig, ax = plt.subplots(figsize=(4.8, 3.4))
+    fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
     for (series, dataset, setting), part in lines:
         label = " · ".join(str(p) for p in (series, dataset, setting) if p)
         ax.errorbar(part.index, part["mean"], yerr=part["std"].fillna(0), marker="o", capsize=3, label=label)
     if spec.get("logx"):
         ax.set_xscale("log")
     ax.set(xlabel=spec.get("xlabel", param), ylabel=spec.get("ylabel", metric))
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)  # beside, off the data
     stem = figure_stem(spec["id"])
     return [
         Rendered(
