@@ -111,7 +111,8 @@ class PageRefs(HTMLParser):
             self.scripts.append(attrs.get("src", "inline"))
         if tag == "table":
             self.tables += 1
-        for key in ("src", "href"):
+        # what the page loads (src, a stylesheet's href); a link (<a href>) to the paper or code loads nothing
+        for key in ("src",) if tag == "a" else ("src", "href"):
             if re.match(r"^(https?:)?//", attrs.get(key) or ""):
                 self.external.append(attrs[key])
 
@@ -281,7 +282,7 @@ def check_page(page: Path, screenshot_dir: Path) -> list[str]:
         problems.append(f"{page}: network references {refs.external}")
     for href in refs.links + refs.images:
         parsed = urlparse(href)
-        if parsed.scheme or href.startswith("#"):
+        if parsed.scheme or href.startswith(("#", "//")):
             continue
         target = (page.parent / unquote(parsed.path)).resolve()
         if not target.exists():
