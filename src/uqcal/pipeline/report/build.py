@@ -508,6 +508,7 @@ def build_reports(
     registry = dataset_registry(config, base)
     prov = collect(config_path, base, records_dir, data_dir, datasets=config_datasets(config, families),
                    jobs=planned_jobs(config, families))
+    prov.config_path = display_path(prov.config_path)
     tasks = [(family, load_spec(family, spec_dir), config, registry, results_dir, out_dir)
              for family in families]
     if jobs > 1 and len(tasks) > 1:
@@ -528,6 +529,18 @@ def build_reports(
     write_text(index, strip_local_paths(index_page(reports, prov, title), roots))
     write_json(out_dir / "claims_summary.json", {r.family: {c.id: c.verdict for c in r.claims} for r in reports})
     return index
+
+
+def display_path(path: str | Path) -> str:
+    """A path as a reader of the report may see it: relative to the working directory, else its last two parts
+    (never the building machine's absolute path)."""
+    path = Path(path)
+    if not path.is_absolute():
+        return str(path)
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return "/".join(path.parts[-2:])
 
 
 def strip_local_paths(text: str, roots: list[Path]) -> str:
