@@ -73,6 +73,7 @@ def test_better_than_the_paper_is_never_a_failure():
     # mixed: one row better, one worse -> a failure (the worse row decides)
     mixed = claim([row(BETTER_TEST), row(WORSE_TEST, label="other")], verdict=R.CONTRADICTED)
     assert N.display_key(mixed) == R.CONTRADICTED
+    assert "(other): significant in the opposite direction" in N.claim_reason(mixed)  # the line quotes the failure
 
 
 def test_claim_line_has_our_number_the_papers_and_the_reason():
@@ -81,7 +82,7 @@ def test_claim_line_has_our_number_the_papers_and_the_reason():
     pi = R.prediction_interval(-0.26, 0.1, 0.05)
     assert f"[{pi[0]:.3f}, {pi[1]:.3f}]" in line and "p < 0.001" in line
     two = N.claim_reason(claim([row(SAME_TEST), row(WORSE_TEST, label="b")], verdict=R.REPRODUCED))
-    assert two.endswith("1 of 2 rows alike")
+    assert two.endswith("1 of 2 rows give this verdict")
 
 
 def test_stand_in_rows_say_there_is_no_paper_number():

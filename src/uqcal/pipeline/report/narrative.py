@@ -119,6 +119,9 @@ def key_row(res: ClaimResult) -> Evidence | None:
         return None
     wanted = res.verdict
     same = [e for e in rows if e.verdict == wanted]
+    if wanted == R.CONTRADICTED:  # the row that explains the display: a failing one unless all are better
+        better = display_key(res) == BETTER
+        same = [e for e in same if row_is_better(e) == better] or same
     with_paper = [e for e in same if e.test.paper_estimate is not None]
     return (with_paper or same or rows)[0]
 
@@ -192,7 +195,7 @@ def claim_reason(res: ClaimResult) -> str:
     rows = _decisive_rows(res)
     if len(rows) > 1:
         agree = sum(e.verdict == row.verdict for e in rows)
-        text += f"; {agree} of {len(rows)} rows alike"
+        text += f"; {agree} of {len(rows)} rows give this verdict"
     return text
 
 
