@@ -65,7 +65,8 @@ def test_tables_and_metrics_hold_only_planned_runs(site):
     assert metrics["concrete"]["holdout"]["rio"]["rmse"] == pytest.approx(planned["value"].mean(), abs=1e-6)
     page = (out / "rio" / "index.html").read_text()
     assert "diabetes" not in page and "boston" not in page and "1000.000" not in page
-    assert "9 runs on datasets: concrete" in page  # 3 methods x 3 seeds
+    assert "9 runs in all" in page  # 3 methods x 3 seeds
+    assert "Data: the paper&#x27;s own data: concrete (= paper&#x27;s CCS)" in page
 
 
 def test_provenance_lists_only_the_configs_datasets_and_jobs(site):
@@ -82,9 +83,9 @@ def test_failed_fit_marks_its_cell_with_the_run_count(site):
     row = next(line for line in md.splitlines() if line.startswith("| concrete"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     header = [c.strip() for c in md.splitlines()[4].strip("|").split("|")]
-    rio, nn = cells[header.index("rmse ↓ RIO")], cells[header.index("rmse ↓ NN")]
+    rio, nn = cells[header.index("rmse (target units) ↓ RIO")], cells[header.index("rmse (target units) ↓ NN")]
     assert rio.endswith("⚠ 1/3")  # seed 1 of 3 planned runs; seed 7 (another config's) is not counted
-    assert "⚠" not in nn and "⚠" not in cells[header.index("rmse ↓ marginal Gaussian (reference)")]
+    assert "⚠" not in nn and "⚠" not in cells[header.index("rmse (target units) ↓ marginal Gaussian (reference)")]
     assert "k of the n runs behind the cell had a failed fit" in md
     page = (site["out"] / "rio" / "index.html").read_text()
     assert 'class="fitfail"' in page and "1 of 3 runs had a failed fit" in page
