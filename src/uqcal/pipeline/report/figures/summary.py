@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from uqcal.pipeline.report.figures.base import FigureContext, Rendered, Skipped, figure_stem, method_label, save_figure
+from uqcal.pipeline.report.palette import OKABE_ITO
 
 
 def _param_value(ctx: FigureContext, dataset: str, setting: str, method: str, param: str):
@@ -151,7 +152,7 @@ def build_metric_scatter(spec: dict, ctx: FigureContext) -> list:
         for rec in part.itertuples(index=False):
             k = methods.index(rec.method)
             ax.scatter(getattr(rec, x_metric), getattr(rec, y_metric), marker=markers[k % len(markers)],
-                       color=f"C{k % 10}", s=28, label=method_label(ctx, rec.method))
+                       color=OKABE_ITO[k % len(OKABE_ITO)], s=28, label=method_label(ctx, rec.method))
         for axis in (ax.xaxis, ax.yaxis):  # each tick its own number: an axis offset ("1e5") runs into the label
             axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:.4g}"))
         ax.locator_params(axis="x", nbins=4)
