@@ -253,6 +253,8 @@ def source_problems(page: Path, source: str) -> list[str]:
         problems.append(f"{page}: {len(source.encode()):,} bytes (> {MAX_PAGE_BYTES:,})")
     problems += [f"{page}: absolute local path {m.group(0)!r} in …{source[max(0, m.start() - 60):m.end() + 60]!r}"
                  for m in ABSOLUTE_PATH.finditer(source)][:3]
+    if source.count("<table") != source.count("<caption"):
+        problems.append(f"{page}: {source.count('<table')} tables, {source.count('<caption')} captions")
     if (page.parent / "claims.json").exists():  # a family page
         found = [source.find(marker) for marker in SECTIONS]
         if -1 in found or found != sorted(found):

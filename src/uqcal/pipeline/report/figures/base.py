@@ -44,6 +44,7 @@ class SavedFigure(dict):
     overlaps: list[str]
     width_px: int
     min_text_px: float  # the smallest text's height in the PNG (px at its natural size)
+    described: str  # what the axes show, for the alt text ("2 panels of RMSE against iteration")
 
 
 @dataclass
@@ -73,7 +74,8 @@ class Rendered:
         if self.alt:
             return self.alt
         what = ALT_KINDS.get(self.kind, "Chart")
-        return f"{what}: {self.title}"
+        described = getattr(self.files, "described", "")
+        return f"{what}" + (f", {described}" if described else "") + f": {self.title}"
 
 
 @dataclass
@@ -155,6 +157,16 @@ def overlapping_texts(fig, tolerance_px: float = 1.0) -> list[str]:
     return found
 
 
+def describe_axes(fig) -> str:
+    """'3 panels of <y label> against <x label>' from the figure's first labelled panel ('' when unlabelled)."""
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    labelled = next((ax for ax in panels if ax.get_xlabel() and ax.get_ylabel()), None)
+    if labelled is None:
+        return ""
+    count = f"{len(panels)} panels" if len(panels) > 1 else "one panel"
+    return f"{count} of {labelled.get_ylabel()} against {labelled.get_xlabel()}"
+
+
 def save_figure(fig, out_dir: Path, stem: str) -> SavedFigure:
     """Write SVG and PNG atomically; return their paths, with the text-overlap check's findings and the natural
     width (the report shows a figure at that width and the browser test holds it to the check)."""
@@ -169,6 +181,7 @@ def save_figure(fig, out_dir: Path, stem: str) -> SavedFigure:
     paths.overlaps = overlapping_texts(fig)
     sizes = [text.get_fontsize() for text, _ in _drawn_texts(fig)]
     paths.min_text_px = round(min(sizes) * fig.dpi / 72, 2) if sizes else None  # points -> PNG px
+    paths.described = describe_axes(fig)
     for ext in ("png", "svg"):
         buffer = io.BytesIO()
         fig.savefig(buffer, format=ext, bbox_inches="tight", metadata={"Date": None} if ext == "svg" else None)
