@@ -4,7 +4,9 @@ provenance for its datasets and jobs only; and a failed fit is marked on its tab
 from __future__ import annotations
 
 import copy
+import html
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -137,3 +139,32 @@ def test_every_claim_in_claims_json_has_a_verdict_and_every_row_its_numbers(site
                 if row["verdict"] in ("reproduced", "reproduced_smaller", "generalises"):
                     assert row["p_adjusted"] < 0.05, (family, claim["id"], row)
     assert tested > 0
+
+
+def test_family_pages_are_reproduction_reports(site):
+    """Every family page opens as a reproduction report (sections in MLRC order), with the family's deviations and
+    their reasons, the config's hyperparameters and the compute; REPORT.md beside it in the same order; no absolute
+    local path (the tree lives in a tmp folder, so one would show), each page under 1 MB."""
+    import re
+
+    from uqcal.pipeline.report.narrative import load_family_notes
+
+    out = site["out"]
+    local = re.compile(re.escape(str(Path(site["results"]).resolve().parents[0])))
+    for family in [p.parent.name for p in sorted(out.glob("*/claims.json"))]:
+        page = (out / family / "index.html").read_text()
+        markers = ['id="scope"', 'id="summary"', 'id="claims"', 'id="methodology"', 'id="compute"',
+                   'id="easy-hard"', 'id="results"', "<h2>Tables", "<h2>Figures", "<h2>Provenance"]
+        found = [page.find(m) for m in markers]
+        assert -1 not in found and found == sorted(found), (family, found)
+        for deviation in load_family_notes(family)["deviations"]:
+            assert html.escape(deviation["reason"]) in page
+        assert "Hyperparameters (the resolved config)" in page and "CPU time" in page
+        assert page.count("<table") == page.count("<caption") and len(page.encode()) < 1_000_000
+        report = (out / family / "REPORT.md").read_text()
+        heads = ["## Reproducibility summary", "## 2 Scope of reproducibility", "## 3 Methodology",
+                 "### 3.3 Deviations", "### 3.4 Computational requirements", "## 4 Results", "## 5 Discussion"]
+        assert [report.index(h) for h in heads] == sorted(report.index(h) for h in heads)
+        assert not local.search(page) and not local.search(report)
+    index = (out / "index.html").read_text()
+    assert "Overall:" in index and 'href="rio/index.html#claim-' in index and not local.search(index)
