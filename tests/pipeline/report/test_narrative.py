@@ -120,7 +120,7 @@ def test_summary_sentence_counts_and_gives_reasons():
     assert lines[0] == ("1 of 4 claims held on the paper's own data; 1 came out better than published; "
                         "1 not reproduced; 1 not run in this configuration.")
     assert any(line.startswith("“NN beats RIO”: not reproduced, because ours 0.400 ± 0.050") for line in lines)
-    assert N.counts_text(claims).startswith("1 Reproduced, 1 better than the paper")
+    assert N.counts_text(claims) == "1 reproduced; 1 better than the paper; 1 not reproduced; 1 not run here"
 
 
 @pytest.mark.parametrize(("value", "se", "expected"), [

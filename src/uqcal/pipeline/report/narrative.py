@@ -241,9 +241,8 @@ def count_by_display(claims: list[ClaimResult]) -> dict[str, int]:
 
 
 def counts_text(claims: list[ClaimResult]) -> str:
-    """'3 Reproduced, 1 Better than the paper, 2 Not run here'."""
-    return ", ".join(f"{n} {DISPLAYS[k].label.lower() if i else DISPLAYS[k].label}"
-                     for i, (k, n) in enumerate(count_by_display(claims).items()))
+    """'3 reproduced; 1 better than the paper; 2 not run here'."""
+    return "; ".join(f"{n} {DISPLAYS[k].label.lower()}" for k, n in count_by_display(claims).items())
 
 
 def _short(text: str, limit: int = 90) -> str:
