@@ -3,7 +3,10 @@ every table and image on the page is present and renders, no link is broken, no 
 network references; a screenshot of each page is saved as a test artifact. At a 1440 px window no table box
 scrolls sideways (its scrollWidth fits its clientWidth), no figure is shown below 80 % of its natural width, and
 every figure the report drew passed the text-overlap check (reports/<family>/figure_checks.json, written by
-the report's save_figure).
+the report's save_figure), and on every family page the claims checklist starts on the first screen (1440 × 900).
+At a phone's 390 × 844 no page scrolls sideways and no figure's smallest text is shown below 8 px. Every family page
+has the reproduction report's sections in MLRC order, every claim that was run has a line with a number (and the
+paper's value where the claim's rows have one), no page holds an absolute local path, and each page is ≤ 1 MB.
 
 Pages come from the lead's `smoke_run` fixture (the smoke pipeline's reports/) when it exists, and from a
 small results tree generated here. Without chromium the test skips, except under CI=true where it fails.
@@ -37,6 +40,7 @@ FLAGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    "--allow-file-access-from-files",  # the phone probe's frame reports to its parent (both file://)
 ]
 PROBE_ATTR = "data-uqcal-probe"
 # Test-only probe, injected into a copy of the page (the real pages carry no script): after load, record
@@ -48,13 +52,17 @@ PROBE = (
   var tables = Array.from(document.querySelectorAll('table')).map(function (t) { return t.rows.length; });
   var shown = Array.from(document.images).map(function (i) {
     return {src: i.getAttribute('src'), natural: i.naturalWidth, shown: i.clientWidth}; });
+  var claims = document.getElementById('claims');
+  var doc = {scroll: document.documentElement.scrollWidth, inner: window.innerWidth,
+             claims_top: claims ? claims.getBoundingClientRect().top : null};
   var boxes = Array.from(document.querySelectorAll('.tablebox, .scroll, table')).filter(function (b) {
     return !b.parentElement.closest('.tablebox, .scroll'); }).map(function (b) {
     return {id: (b.closest('[id]') || {}).id || b.tagName, scroll: b.scrollWidth, client: b.clientWidth,
             width: b.getBoundingClientRect().width, column: document.body.clientWidth}; });
-  document.documentElement.setAttribute('"""
+  var root = (window.parent !== window ? window.parent.document : document).documentElement;
+  root.setAttribute('"""
     + PROBE_ATTR
-    + """', JSON.stringify({imgs: imgs, tables: tables, shown: shown, boxes: boxes}));
+    + """', JSON.stringify({imgs: imgs, tables: tables, shown: shown, boxes: boxes, doc: doc}));
 });</script>"""
 )
 
@@ -103,13 +111,22 @@ class PageRefs(HTMLParser):
             self.scripts.append(attrs.get("src", "inline"))
         if tag == "table":
             self.tables += 1
-        for key in ("src", "href"):
+        # what the page loads (src, a stylesheet's href); a link (<a href>) to the paper or code loads nothing
+        for key in ("src",) if tag == "a" else ("src", "href"):
             if re.match(r"^(https?:)?//", attrs.get(key) or ""):
                 self.external.append(attrs[key])
 
 
 WINDOW_WIDTH = 1440
+WINDOW_HEIGHT = 900
+PHONE = (390, 844)
 MIN_SHOWN = 0.8  # a figure may be shown at no less than 80 % of its natural width
+MIN_TEXT_PX = 8.0  # no figure text below this on screen
+MAX_PAGE_BYTES = 1_000_000
+ABSOLUTE_PATH = re.compile(r"(?<![\w.])(/work/|/home/|/tmp/|/root/|/Users/|/private/|/var/folders/|file://|[A-Z]:\\)")
+# The reproduction report's sections on every family page, in MLRC / ReScience order.
+SECTIONS = ('id="scope"', 'id="summary"', 'id="claims"', 'id="methodology"', 'id="compute"', 'id="easy-hard"',
+            'id="results"', "<h2>Tables", "<h2>Figures", "<h2>Provenance")
 
 
 def layout_problems(page: Path, probe: dict) -> list[str]:
@@ -119,6 +136,130 @@ def layout_problems(page: Path, probe: dict) -> list[str]:
                 for box in probe["boxes"] if box["scroll"] > box["client"] or box["width"] > box["column"] + 1]
     problems += [f"{page}: figure {img['src']} shown at {img['shown']} of its {img['natural']} px"
                  for img in probe["shown"] if img["natural"] and img["shown"] < MIN_SHOWN * img["natural"]]
+    return problems
+
+
+def figure_text_sizes(page: Path) -> dict[str, float]:
+    """figures/<stem>.png -> the smallest text's height in px at the figure's natural size (figure_checks.json)."""
+    checks = page.parent / "figure_checks.json"
+    if not checks.exists():
+        return {}
+    return {f"figures/{fig['stem']}.png": fig["min_text_px"] for fig in json.loads(checks.read_text())
+            if fig.get("min_text_px")}
+
+
+def phone_problems(page: Path, probe: dict) -> list[str]:
+    """At a phone's width: the page scrolls sideways, or a figure's smallest text is shown below MIN_TEXT_PX."""
+    doc = probe["doc"]
+    problems = [f"{page}: page is {doc['scroll']} px wide in a {doc['inner']} px viewport"
+                for _ in [0] if doc["scroll"] > doc["inner"]]
+    sizes = figure_text_sizes(page)
+    for img in probe["shown"]:
+        size = sizes.get(img["src"])
+        if size and img["natural"] and img["shown"] / img["natural"] * size < MIN_TEXT_PX - 0.05:
+            problems.append(f"{page}: figure {img['src']} text shown at "
+                            f"{img['shown'] / img['natural'] * size:.1f} px (< {MIN_TEXT_PX:g})")
+    return problems
+
+
+MIN_WINDOW = 500  # Chromium's narrowest window: a phone's viewport is a frame of its size inside a wider window
+
+
+def render_probe(page: Path, source: str, width: int, height: int) -> tuple[dict | None, list[str]]:
+    """The probe's findings for the page in a width x height viewport (a frame of that size where the window
+    cannot be that narrow), or the problem that stopped it."""
+    probe_copy = page.with_name(f".probe-{width}-{page.name}")
+    probe_copy.write_text(source.replace("</body>", PROBE + "</body>"))
+    target = probe_copy
+    if width < MIN_WINDOW:
+        target = page.with_name(f".frame-{width}-{page.name}")
+        target.write_text(f'<!DOCTYPE html><html><body style="margin:0"><iframe src="{probe_copy.name}" '
+                          f'width="{width}" height="{height}" style="border:0"></iframe></body></html>')
+    try:
+        result = run_chromium(["--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000",
+                               f"--window-size={max(width, MIN_WINDOW) + 50},{height}", "--dump-dom",
+                               target.as_uri()])
+    finally:
+        probe_copy.unlink()
+        if target != probe_copy:
+            target.unlink()
+    problems = []
+    console = [line for line in result.stderr.splitlines() if "CONSOLE" in line]
+    if console:
+        problems.append(f"{page}: console messages {console}")
+    match = re.search(PROBE_ATTR + r"=\"([^\"]*)\"", result.stdout)
+    if result.returncode != 0 or match is None:
+        problems.append(f"{page}: chromium did not render the page (rc={result.returncode}): {result.stderr[-800:]}")
+        return None, problems
+    return json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&")), problems
+
+
+class ClaimLines(HTMLParser):
+    """The text of each claim's line (``<li id="claim-...">``'s ``.why`` span) on a page."""
+
+    def __init__(self):
+        super().__init__()
+        self.lines: dict[str, str] = {}
+        self._claim, self._depth = None, 0
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "li" and (attrs.get("id") or "").startswith("claim-"):
+            self._claim = attrs["id"][len("claim-"):]
+            self.lines[self._claim] = ""
+        if self._claim and tag == "span" and "why" in (attrs.get("class") or "").split():
+            self._depth = 1
+        elif self._depth:
+            self._depth += 1
+
+    def handle_endtag(self, tag):
+        if self._depth:
+            self._depth -= 1
+        if tag == "details" and self._claim:
+            self._claim = None
+
+    def handle_data(self, data):
+        if self._claim and self._depth:
+            self.lines[self._claim] += data
+
+
+def claim_line_problems(page: Path) -> list[str]:
+    """Every claim that was run has a line with a number, and the paper's value where its rows have one."""
+    claims_file = page.parent / "claims.json"
+    if not claims_file.exists():
+        return []
+    parser = ClaimLines()
+    parser.feed(page.read_text())
+    problems = []
+    for claim in json.loads(claims_file.read_text()):
+        if claim["verdict"] == "not_run":
+            continue
+        line = parser.lines.get(claim["id"])
+        if line is None:
+            problems.append(f"{page}: claim {claim['id']} has no line")
+            continue
+        if not re.search(r"\d", line):
+            problems.append(f"{page}: claim {claim['id']}'s line has no number: {line!r}")
+        decisive = [e for e in claim["evidence"] if e.get("data") == "paper's data" and e.get("estimate") is not None]
+        if any(e.get("paper_estimate") is not None for e in decisive) and "the paper's" not in line:
+            problems.append(f"{page}: claim {claim['id']}'s line lacks the paper's value: {line!r}")
+    return problems
+
+
+def source_problems(page: Path, source: str) -> list[str]:
+    """Size, absolute local paths, and (family pages) the sections in their order."""
+    problems = []
+    if len(source.encode()) > MAX_PAGE_BYTES:
+        problems.append(f"{page}: {len(source.encode()):,} bytes (> {MAX_PAGE_BYTES:,})")
+    problems += [f"{page}: absolute local path {m.group(0)!r} in …{source[max(0, m.start() - 60):m.end() + 60]!r}"
+                 for m in ABSOLUTE_PATH.finditer(source)][:3]
+    if source.count("<table") != source.count("<caption"):
+        problems.append(f"{page}: {source.count('<table')} tables, {source.count('<caption')} captions")
+    if (page.parent / "claims.json").exists():  # a family page
+        found = [source.find(marker) for marker in SECTIONS]
+        if -1 in found or found != sorted(found):
+            problems.append(f"{page}: sections missing or out of order: "
+                            f"{dict(zip(SECTIONS, found, strict=True))}")
     return problems
 
 
@@ -143,44 +284,34 @@ def check_page(page: Path, screenshot_dir: Path) -> list[str]:
         problems.append(f"{page}: network references {refs.external}")
     for href in refs.links + refs.images:
         parsed = urlparse(href)
-        if parsed.scheme or href.startswith("#"):
+        if parsed.scheme or href.startswith(("#", "//")):
             continue
         target = (page.parent / unquote(parsed.path)).resolve()
         if not target.exists():
             problems.append(f"{page}: broken reference {href}")
-    probe_copy = page.with_name(f".probe-{page.name}")
-    probe_copy.write_text(source.replace("</body>", PROBE + "</body>"))
-    try:
-        result = run_chromium(
-            [
-                "--enable-logging=stderr",
-                "--v=0",
-                "--virtual-time-budget=5000",
-                f"--window-size={WINDOW_WIDTH},900",
-                "--dump-dom",
-                probe_copy.as_uri(),
-            ]
-        )
-    finally:
-        probe_copy.unlink()
-    console = [line for line in result.stderr.splitlines() if "CONSOLE" in line]
-    if console:
-        problems.append(f"{page}: console messages {console}")
-    match = re.search(PROBE_ATTR + r"=\"([^\"]*)\"", result.stdout)
-    if result.returncode != 0 or match is None:
-        problems.append(f"{page}: chromium did not render the page (rc={result.returncode}): {result.stderr[-800:]}")
-    else:
-        probe = json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    problems += source_problems(page, source) + claim_line_problems(page)
+    probe, found = render_probe(page, source, WINDOW_WIDTH, WINDOW_HEIGHT)
+    problems += found
+    if probe is not None:
         problems += [f"{page}: image did not render: {img['src']}" for img in probe["imgs"] if not img["ok"]]
         if len(probe["imgs"]) != len(refs.images):
             problems.append(f"{page}: {len(refs.images)} images in the source, {len(probe['imgs'])} in the DOM")
         if len(probe["tables"]) != refs.tables or any(rows == 0 for rows in probe["tables"]):
             problems.append(f"{page}: tables in DOM {probe['tables']} vs {refs.tables} in the source")
         problems += layout_problems(page, probe)
+        top = probe["doc"]["claims_top"]
+        if (page.parent / "claims.json").exists() and (top is None or top >= WINDOW_HEIGHT):
+            problems.append(f"{page}: the claims checklist starts at {top} px, below the first screen "
+                            f"({WINDOW_WIDTH} x {WINDOW_HEIGHT})")
+    phone, found = render_probe(page, source, *PHONE)
+    problems += found
+    if phone is not None:
+        problems += phone_problems(page, phone)
     screenshot_dir.mkdir(parents=True, exist_ok=True)
     shot = screenshot_dir / f"{page.parent.name}-{page.stem}.png"
     result = run_chromium(
-        [f"--window-size={WINDOW_WIDTH},2400", "--virtual-time-budget=5000", f"--screenshot={shot}", page.as_uri()]
+        [f"--window-size={WINDOW_WIDTH},{WINDOW_HEIGHT}", "--virtual-time-budget=5000", f"--screenshot={shot}",
+         page.as_uri()]
     )
     if result.returncode != 0 or not shot.exists() or shot.stat().st_size == 0:
         problems.append(f"{page}: screenshot failed: {result.stderr[-400:]}")
@@ -232,16 +363,13 @@ def test_pages_render_in_headless_chromium(reports_dir, artifacts_dir, request):
     problems += [p for family in families for p in overlap_problems(reports_dir / family)]
     assert not problems, "\n".join(problems)
     assert len(list(shots.glob("*.png"))) == len(pages)
-    for family in families:  # ours against the paper first (where the paper has numbers), then the claims checklist
-        text = (reports_dir / family / "index.html").read_text()
-        paper_first = text.find("<h2>Ours against the paper")
-        assert (
-            paper_first
-            < text.index("Claims checklist")
-            < text.index("<h2>Tables")
-            < text.index("<h2>Figures")
-            < text.index("<h2>Provenance")
-        )
+    for family in families:  # the printable report beside each page, in the same order
+        report = (reports_dir / family / "REPORT.md").read_text()
+        order = ["## Reproducibility summary", "## 1 Introduction", "## 2 Scope of reproducibility",
+                 "## 3 Methodology", "### 3.3 Deviations", "### 3.4 Computational requirements", "## 4 Results",
+                 "## 5 Discussion"]
+        assert [report.index(h) for h in order] == sorted(report.index(h) for h in order)
+        assert not ABSOLUTE_PATH.search(report)
 
 
 def test_checker_catches_broken_pages(tmp_path, artifacts_dir):
@@ -284,3 +412,37 @@ def test_checker_catches_wide_tables_and_shrunk_figures(tmp_path, artifacts_dir)
     problems = "\n".join(check_page(page, artifacts_dir / "layout-page"))
     assert "table box wide overflows" in problems
     assert "figure figures/wide.png shown at 400 of its 800 px" in problems
+
+
+def test_checker_catches_phone_and_source_problems(tmp_path, artifacts_dir):
+    """The phone, section, path and claim-line checks can fail: a page wider than a phone, a figure whose 10 px
+    text is squeezed to about 5 px, an absolute local path, a family page without its sections and a claim line
+    without a number."""
+    chromium_binary()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    page = tmp_path / "reports" / "fam" / "index.html"
+    (page.parent / "figures").mkdir(parents=True)
+    fig, ax = plt.subplots(figsize=(8, 3))
+    ax.plot([0, 1])
+    fig.savefig(page.parent / "figures" / "f.png")
+    plt.close(fig)
+    (page.parent / "figure_checks.json").write_text(json.dumps([{"stem": "f", "min_text_px": 10.0, "overlaps": []}]))
+    (page.parent / "claims.json").write_text(json.dumps([{"id": "c1", "verdict": "reproduced", "evidence": [
+        {"data": "paper's data", "estimate": 1.0, "paper_estimate": 2.0}]}]))
+    page.write_text(
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">'
+        '<title>x</title></head><body><div style="width:1000px">wide</div>'
+        '<img src="figures/f.png" alt="f" style="max-width:100%"><p>built in /work/main/results</p>'
+        '<ol><li id="claim-c1"><span class="why">ours and the paper agree</span></li></ol></body></html>'
+    )
+    problems = "\n".join(check_page(page, artifacts_dir / "phone-page"))
+    assert "px wide in a 390 px viewport" in problems
+    assert re.search(r"figure figures/f.png text shown at 4\.\d px", problems)  # 10 px x 374 / 800
+    assert "absolute local path '/work/'" in problems
+    assert "sections missing or out of order" in problems
+    assert "claim c1's line has no number" in problems
+    assert "below the first screen" in problems

@@ -141,7 +141,7 @@ def test_the_family_page_shows_the_device_of_the_configs_runs(tmp_path):
     page = (tree["out"] / "rio" / "index.html").read_text()
     # the config's own note on where its budget falls short, escaped, on its family's page only
     assert "<li>RIO&#x27;s ablations run 1 of the 2 splits &lt;here&gt;.</li>" in page
-    assert page.index('class="budget"') < page.index("Claims checklist")
+    assert page.index("Claims checklist") < page.index('id="methodology"') < page.index('class="budget"')
     assert _device_rows(page) == [
         ["cpu", "x86_64", "2", "marginal (2)"],
         ["cuda", "NVIDIA H100 80GB HBM3", "6", "nn (2), rio (2), svgp (2)"],

@@ -4,7 +4,9 @@ provenance for its datasets and jobs only; and a failed fit is marked on its tab
 from __future__ import annotations
 
 import copy
+import html
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -65,7 +67,8 @@ def test_tables_and_metrics_hold_only_planned_runs(site):
     assert metrics["concrete"]["holdout"]["rio"]["rmse"] == pytest.approx(planned["value"].mean(), abs=1e-6)
     page = (out / "rio" / "index.html").read_text()
     assert "diabetes" not in page and "boston" not in page and "1000.000" not in page
-    assert "9 runs on datasets: concrete" in page  # 3 methods x 3 seeds
+    assert "9 runs in all" in page  # 3 methods x 3 seeds
+    assert "Data: the paper&#x27;s own data: concrete (= paper&#x27;s CCS)" in page
 
 
 def test_provenance_lists_only_the_configs_datasets_and_jobs(site):
@@ -82,9 +85,9 @@ def test_failed_fit_marks_its_cell_with_the_run_count(site):
     row = next(line for line in md.splitlines() if line.startswith("| concrete"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     header = [c.strip() for c in md.splitlines()[4].strip("|").split("|")]
-    rio, nn = cells[header.index("rmse ↓ RIO")], cells[header.index("rmse ↓ NN")]
+    rio, nn = cells[header.index("rmse (target units) ↓ RIO")], cells[header.index("rmse (target units) ↓ NN")]
     assert rio.endswith("⚠ 1/3")  # seed 1 of 3 planned runs; seed 7 (another config's) is not counted
-    assert "⚠" not in nn and "⚠" not in cells[header.index("rmse ↓ marginal Gaussian (reference)")]
+    assert "⚠" not in nn and "⚠" not in cells[header.index("rmse (target units) ↓ marginal Gaussian (reference)")]
     assert "k of the n runs behind the cell had a failed fit" in md
     page = (site["out"] / "rio" / "index.html").read_text()
     assert 'class="fitfail"' in page and "1 of 3 runs had a failed fit" in page
@@ -136,3 +139,32 @@ def test_every_claim_in_claims_json_has_a_verdict_and_every_row_its_numbers(site
                 if row["verdict"] in ("reproduced", "reproduced_smaller", "generalises"):
                     assert row["p_adjusted"] < 0.05, (family, claim["id"], row)
     assert tested > 0
+
+
+def test_family_pages_are_reproduction_reports(site):
+    """Every family page opens as a reproduction report (sections in MLRC order), with the family's deviations and
+    their reasons, the config's hyperparameters and the compute; REPORT.md beside it in the same order; no absolute
+    local path (the tree lives in a tmp folder, so one would show), each page under 1 MB."""
+    import re
+
+    from uqcal.pipeline.report.narrative import load_family_notes
+
+    out = site["out"]
+    local = re.compile(re.escape(str(Path(site["results"]).resolve().parents[0])))
+    for family in [p.parent.name for p in sorted(out.glob("*/claims.json"))]:
+        page = (out / family / "index.html").read_text()
+        markers = ['id="scope"', 'id="summary"', 'id="claims"', 'id="methodology"', 'id="compute"',
+                   'id="easy-hard"', 'id="results"', "<h2>Tables", "<h2>Figures", "<h2>Provenance"]
+        found = [page.find(m) for m in markers]
+        assert -1 not in found and found == sorted(found), (family, found)
+        for deviation in load_family_notes(family)["deviations"]:
+            assert html.escape(deviation["reason"]) in page
+        assert "Hyperparameters (the resolved config)" in page and "CPU time" in page
+        assert page.count("<table") == page.count("<caption") and len(page.encode()) < 1_000_000
+        report = (out / family / "REPORT.md").read_text()
+        heads = ["## Reproducibility summary", "## 2 Scope of reproducibility", "## 3 Methodology",
+                 "### 3.3 Deviations", "### 3.4 Computational requirements", "## 4 Results", "## 5 Discussion"]
+        assert [report.index(h) for h in heads] == sorted(report.index(h) for h in heads)
+        assert not local.search(page) and not local.search(report)
+    index = (out / "index.html").read_text()
+    assert "Overall:" in index and 'href="rio/index.html#claim-' in index and not local.search(index)

@@ -10,7 +10,14 @@ from scipy import stats
 from tests.pipeline.report.report_tree import REGISTRY, write_run, write_tables
 from uqcal.pipeline.paper_numbers import Reference, load_reference, relate_dataset
 from uqcal.pipeline.report.results import load_tables
-from uqcal.pipeline.report.tables import build_table, not_worse_than_best, paired_pvalue, to_html, to_markdown
+from uqcal.pipeline.report.tables import (
+    build_table,
+    not_worse_than_best,
+    paired_pvalue,
+    spread_verdict,
+    to_html,
+    to_markdown,
+)
 
 
 def brute_force_paired_p(a, b) -> float:
@@ -116,7 +123,10 @@ def test_same_dataset_spread_verdict_and_markdown(tmp_path):
     )
     cells = table.rows[0].cells
     assert cells[("rmse", "rio")].verdict == "within"  # |6.21 − 5.97| = 0.24 ≤ 0.48
-    assert cells[("rmse", "svgp")].verdict == "outside"  # |8.01 − 6.87| = 1.14 > 0.39
+    assert cells[("rmse", "svgp")].verdict == "worse"  # |8.01 − 6.87| = 1.14 > 0.39, higher RMSE
+    better = spread_verdict(5.0, {"mean": 5.97, "std": 0.48}, relations["concrete"], lower_is_better=True)
+    assert better == "better"  # 0.97 below the paper's RMSE: beyond its spread on the good side, not a failure
+    assert spread_verdict(5.0, {"mean": 5.97, "std": 0.48}, relations["concrete"]) == "outside"  # no direction
     assert table.not_run == ["nn"]
     md = to_markdown(table, reference.method_names)
     lines = [line for line in md.splitlines() if line.startswith("| concrete")]
@@ -124,7 +134,7 @@ def test_same_dataset_spread_verdict_and_markdown(tmp_path):
     cols = [c.strip() for c in lines[0].strip("|").split("|")]
     header = [c.strip() for c in md.splitlines()[4].strip("|").split("|")]
     assert len(cols) == len(header)
-    assert cols[header.index("rmse ↓ RIO (paper)")] == "5.970 ± 0.480 (within)"
+    assert cols[header.index("rmse (target units) ↓ RIO (paper)")] == "5.97 ± 0.48 (within its spread)"
     assert "Not run: nn." in md
 
 
@@ -214,7 +224,7 @@ def test_target_metric_bolds_closest_to_nominal(tmp_path):
     )
     bold = {m for (_, m), cell in table.rows[0].cells.items() if cell.bold}
     assert bold == {"b"}
-    assert "cov95 → 0.95" in to_markdown(table)
+    assert "cov95 (share) → 0.95" in to_markdown(table)
 
 
 def test_paper_units_rescale_published_values(tmp_path):
@@ -231,7 +241,7 @@ def test_paper_units_rescale_published_values(tmp_path):
     assert cell[("acc", "md")].paper["mean"] == pytest.approx(0.8705)
     assert cell[("acc", "md")].verdict == "within"
     unscaled = build_table(spec, summary, runs, reference, relations).rows[0].cells
-    assert unscaled[("acc", "md")].verdict == "outside"
+    assert unscaled[("acc", "md")].verdict == "worse"  # 0.87 read against 87.05: far below, accuracy higher-better
 
 
 def test_significance_marks_follow_scipy_paired_tests():

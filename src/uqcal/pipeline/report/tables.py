@@ -12,6 +12,7 @@ import pandas as pd
 
 from uqcal.metrics.stats import PAIRED_TESTS, paired_pvalue
 from uqcal.pipeline.paper_numbers import DatasetRelation, Reference
+from uqcal.pipeline.report.numbers import fmt_se
 
 TESTS = PAIRED_TESTS
 
@@ -98,6 +99,15 @@ class BuiltTable:
     data_notes: list[str] = field(default_factory=list)  # stand-in / same-data notes: the page shows them once
 
 
+# Columns that describe a fit rather than score it: no "best" among them, so no bold.
+DIAGNOSTICS = {"gp_iterations", "gp_converged", "fit_failures", "jitter_escalations", "jitter_max", "n_query",
+               "n_query_pooled", "fit_seconds", "train_seconds", "epochs_run", "noise_var"}
+# Units for the column headers (a metric not listed is unitless or a share).
+UNITS = {"rmse": "target units", "mse": "target units²", "crps": "target units", "nlpd": "nats", "nll": "nats",
+         "fit_seconds": "s", "train_seconds": "s", "predict_seconds": "s", "ce": "×100, sum over levels",
+         "acc": "share", "cov95": "share", "cov90": "share", "cov68": "share", "gp_converged": "share",
+         "fit_failures": "share", "noise_var": "target units²"}
+
 FAILURE_MARK = "⚠"
 FAILURE_NOTE = (f"{FAILURE_MARK} k/n: k of the n runs behind the cell had a failed fit (fit_failures > 0 in their "
                 "train_stats.json: the optimiser reported a non-finite loss, a Cholesky failure after jitter, or an "
@@ -123,13 +133,20 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
-def spread_verdict(ours: float, paper: dict, relation: DatasetRelation) -> str:
-    """Same dataset: is our mean within the paper's mean ± reported std? Stand-in: not comparable."""
+def spread_verdict(ours: float, paper: dict, relation: DatasetRelation, lower_is_better: bool | None = None) -> str:
+    """Same dataset: is our mean within the paper's mean ± reported spread, and if not, on which side: 'better'
+    or 'worse' in the metric's direction (a better-than-published number is never marked as a failure), plain
+    'outside' for a metric with no direction. Stand-in: not comparable."""
     if relation.kind != "same":
         return "stand-in"
     if paper.get("std") is None:
         return "no spread"
-    return "within" if abs(ours - float(paper["mean"])) <= float(paper["std"]) else "outside"
+    gap = ours - float(paper["mean"])
+    if abs(gap) <= float(paper["std"]):
+        return "within"
+    if lower_is_better is None:
+        return "outside"
+    return "better" if (gap < 0) == lower_is_better else "worse"
 
 
 def build_table(
@@ -200,7 +217,7 @@ def build_table(
                     cell.mean = float(rec["mean"])
                     cell.std = None if pd.isna(rec["std"]) else float(rec["std"])
                     cell.n = int(rec["n"]) if not pd.isna(rec["n"]) else 0
-                    cell.bold = method in marked
+                    cell.bold = method in marked and metric not in DIAGNOSTICS
                     if against and method != against and against in per_seed and method in per_seed:
                         cell.marks = significance_marks(per_seed[method], per_seed[against], alpha)
                     cell.failed_runs, cell.checked_runs = failure_counts.get((dataset, str(setting), method), (0, 0))
@@ -215,7 +232,8 @@ def build_table(
                             "std": None if std is None else float(std) * factor,
                         }
                     if cell.paper is not None and cell.mean is not None:
-                        cell.verdict = spread_verdict(cell.mean, cell.paper, relation)
+                        cell.verdict = spread_verdict(cell.mean, cell.paper, relation,
+                                                      None if metric in targets else lower[metric])
                 row.cells[(metric, method)] = cell
         rows.append(row)
     paper_methods: dict[str, set[str]] = {m: set() for m in metrics}
@@ -299,19 +317,23 @@ def fill_caption(caption: str, summary: pd.DataFrame, rows: list[Row]) -> str:
 def _cell_text(cell: Cell) -> str:
     if cell.mean is None:
         return "–"
-    text = fmt(cell.mean)
-    if cell.std is not None:
-        text += f" ± {fmt(cell.std)}"
-    return text + cell.marks
+    return fmt_se(cell.mean, cell.std if cell.n != 1 else None) + cell.marks
+
+
+def _paper_value(cell: Cell) -> str:
+    std = cell.paper.get("std")
+    return fmt_se(float(cell.paper["mean"]), None if std is None else float(std))
+
+
+SPREAD_WORDS = {"within": "within its spread", "better": "better, beyond its spread",
+                "worse": "worse, beyond its spread", "outside": "beyond its spread"}
 
 
 def _paper_text(cell: Cell) -> str:
     if cell.paper is None:
         return "–"
-    text = fmt(float(cell.paper["mean"]))
-    if cell.paper.get("std") is not None:
-        text += f" ± {fmt(float(cell.paper['std']))}"
-    return f"{text} ({cell.verdict})" if cell.verdict else text
+    text = _paper_value(cell)
+    return f"{text} ({SPREAD_WORDS.get(cell.verdict, cell.verdict)})" if cell.verdict else text
 
 
 def _marks_note(table: BuiltTable, names: dict[str, str]) -> str:
@@ -331,6 +353,12 @@ def _headers(table: BuiltTable, names: dict[str, str]) -> list[tuple[str, str, s
     return cols
 
 
+def metric_header(table: BuiltTable, metric: str) -> str:
+    """'rmse (target units) ↓': the metric, its unit and which way is better."""
+    unit = f" ({UNITS[metric]})" if metric in UNITS else ""
+    return f"{metric}{unit} {_direction(table, metric)}"
+
+
 def _direction(table: BuiltTable, metric: str) -> str:
     if metric in table.targets:
         return f"→ {table.targets[metric]:g}"
@@ -342,7 +370,7 @@ def to_markdown(table: BuiltTable, names: dict[str, str] | None = None) -> str:
     cols = _headers(table, names)
     multi = len(table.metrics) > 1
     head = ["dataset", "setting"] + [
-        (f"{metric} {_direction(table, metric)} " if multi or True else "")
+        (f"{metric_header(table, metric)} " if multi or True else "")
         + names.get(method, method)
         + (" (paper)" if kind == "paper" else "")
         for metric, method, kind in cols
@@ -380,16 +408,21 @@ def to_markdown(table: BuiltTable, names: dict[str, str] | None = None) -> str:
 MAX_COLUMNS = 6  # value columns per table box: at the page's 1,280 px, six stacked "ours / paper" cells fit
 
 
-def _grid(corner: str, row_heads: list[str], col_heads: list[str], cell, table_class: str = "results") -> list[str]:
+def _grid(corner: str, row_heads: list[str], col_heads: list[str], cell, table_class: str = "results",
+          caption: str = "") -> list[str]:
     """HTML table boxes of a rows x columns grid, the columns split into boxes of at most MAX_COLUMNS so that
-    no box is wider than the page's column; ``cell(i, j)`` gives the ``<td>`` of row i, column j."""
+    no box is wider than the page's column; ``cell(i, j)`` gives the ``<td>`` of row i, column j; ``caption``
+    (escaped HTML) names each box's table."""
     out = []
+    parts = -(-max(len(col_heads), 1) // MAX_COLUMNS)
     for start in range(0, max(len(col_heads), 1), MAX_COLUMNS):
         cols = range(start, min(start + MAX_COLUMNS, len(col_heads)))
+        part = f" (part {start // MAX_COLUMNS + 1} of {parts})" if parts > 1 else ""
+        cap = f"<caption>{caption}{part}</caption>" if caption else ""
         head = "".join(f"<th>{col_heads[j]}</th>" for j in cols)
         body = "".join(f'<tr><th class="rowhead">{row_heads[i]}</th>{"".join(cell(i, j) for j in cols)}</tr>'
                        for i in range(len(row_heads)))
-        out.append(f'<div class="tablebox"><table class="{table_class}"><thead><tr><th>{corner}</th>{head}</tr>'
+        out.append(f'<div class="tablebox"><table class="{table_class}">{cap}<thead><tr><th>{corner}</th>{head}</tr>'
                    f"</thead><tbody>{body}</tbody></table></div>")
     return out
 
@@ -410,10 +443,8 @@ def _cell_html(cell: Cell) -> str:
         ours += f' <span class="fitfail">{esc(_failure_text(cell).strip())}</span>'
         klass = ' class="fitfail"'
     if cell.paper is not None:
-        paper = fmt(float(cell.paper["mean"]))
-        if cell.paper.get("std") is not None:
-            paper += f" ± {fmt(float(cell.paper['std']))}"
-        verdict = f" ({esc(cell.verdict)})" if cell.verdict else ""
+        paper = _paper_value(cell)
+        verdict = f" ({esc(SPREAD_WORDS.get(cell.verdict, cell.verdict))})" if cell.verdict else ""
         ours += (f'<br><span class="paper {esc(cell.verdict.replace(" ", "-"))}">paper <span class="num">'
                  f"{esc(paper)}</span>{verdict}</span>")
     return f"<td{title}{klass}>{ours}</td>"
@@ -439,17 +470,24 @@ def to_html(table: BuiltTable, names: dict[str, str] | None = None, data_notes: 
         methods = [esc(names.get(m, m)) for m in table.methods]
         methods_as_rows = len(table.methods) > len(table.rows)
         for metric in table.metrics:
-            corner = f"{esc(metric)} {_direction(table, metric)}"
+            corner = esc(metric_header(table, metric))
+            caption = f"{esc(table.title)}: {corner}, ours (mean ± std over runs) with the paper's value below"
             if methods_as_rows:
                 out += _grid(corner, methods, keys,
-                             lambda i, j, metric=metric: _cell_html(table.rows[j].cells[(metric, table.methods[i])]))
+                             lambda i, j, metric=metric: _cell_html(table.rows[j].cells[(metric, table.methods[i])]),
+                             caption=caption)
             else:
                 out += _grid(corner, keys, methods,
-                             lambda i, j, metric=metric: _cell_html(table.rows[i].cells[(metric, table.methods[j])]))
+                             lambda i, j, metric=metric: _cell_html(table.rows[i].cells[(metric, table.methods[j])]),
+                             caption=caption)
     out.append('<ul class="tablenotes">')
     out.append(
-        f"<li>Mean ± std over seeds; the paper's mean ± its reported spread below ours. <b>Bold</b>: not "
-        f"significantly different from the best (paired {esc(table.test)} across seeds, 5 %).</li>"
+        "<li>Mean ± std over seeds; the paper's mean ± its reported spread below ours, marked within / better / "
+        "worse against that spread (the claims above judge by the narrower replication prediction interval). "
+        + ("" if set(table.metrics) <= DIAGNOSTICS else
+           f"<b>Bold</b>: not significantly different from the best (paired {esc(table.test)} across seeds, 5 %); "
+           "diagnostic columns (iterations, convergence, failures, times) are never bold.")
+        + "</li>"
     )
     if table.marks_against:
         out.append(f"<li>{esc(_marks_note(table, names))}</li>")
@@ -469,7 +507,7 @@ def paper_table_html(paper_table: dict, names: dict[str, str]) -> str:
     esc = html.escape
     frame = pd.DataFrame(paper_table["records"])
     frame["value"] = [
-        fmt(float(m)) + ("" if s is None or pd.isna(s) else f" ± {fmt(float(s))}")
+        fmt_se(float(m), None if s is None or pd.isna(s) else float(s))
         for m, s in zip(frame["mean"], frame.get("std", [None] * len(frame)), strict=False)
     ]
     frame["key"] = [f"{d} / {s}" for d, s in zip(frame["dataset"], frame["setting"], strict=True)]
@@ -479,7 +517,8 @@ def paper_table_html(paper_table: dict, names: dict[str, str]) -> str:
         wide = wide.reindex(index=list(dict.fromkeys(part["method"])), columns=list(dict.fromkeys(part["key"])))
         out += _grid(esc(str(metric)), [esc(names.get(m, m)) for m in wide.index], [esc(c) for c in wide.columns],
                      lambda i, j, wide=wide: f'<td><span class="num">{esc("" if pd.isna(v := wide.iat[i, j]) else v)}'
-                                             "</span></td>", table_class="paperref")
+                                             "</span></td>", table_class="paperref",
+                     caption=f"{esc(paper_table['table'])} as published: {esc(str(metric))}")
     if paper_table.get("note"):
         out.append(f'<p class="note">{esc(paper_table["note"])}</p>')
     out.append("</details>")

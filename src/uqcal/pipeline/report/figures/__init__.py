@@ -32,6 +32,7 @@ from uqcal.pipeline.report.figures.curves import (  # noqa: E402
     build_stats_xy,
 )
 from uqcal.pipeline.report.figures.summary import build_bar, build_metric_scatter, build_sensitivity  # noqa: E402
+from uqcal.pipeline.report.palette import OKABE_ITO  # noqa: E402
 
 
 def build_function(spec: dict, ctx: FigureContext) -> list:
@@ -68,8 +69,12 @@ def build_figure(spec: dict, ctx: FigureContext) -> list:
     kind = spec.get("type")
     if kind not in BUILDERS:
         raise ValueError(f"figures.{spec.get('id', '?')}.type: unknown figure type {kind!r}; known: {sorted(BUILDERS)}")
-    sns.set_theme(style="whitegrid", context="paper")
+    sns.set_theme(style="whitegrid", context="paper", palette=list(OKABE_ITO))
     try:
-        return BUILDERS[kind](spec, ctx)
+        drawn = BUILDERS[kind](spec, ctx)
+        for item in drawn:
+            if isinstance(item, Rendered):
+                item.kind, item.alt = kind, spec.get("alt", "")
+        return drawn
     finally:
         plt.close("all")

@@ -18,14 +18,23 @@ from matplotlib.text import Text
 from scipy import stats
 
 from uqcal.core.io import write_bytes
+from uqcal.pipeline.report.palette import OKABE_ITO
 from uqcal.pipeline.report.results import RunFiles
 
 # Every figure of the report in one style, whatever was drawn before it in the process: a figure drawn outside
 # build_figure (the paper comparisons, the leaderboard) would otherwise take matplotlib's defaults when it comes
 # first and the theme when it follows another, and one report built serially or family by family would differ.
-sns.set_theme(style="whitegrid", context="paper")
+sns.set_theme(style="whitegrid", context="paper", palette=list(OKABE_ITO))
 plt.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "uqcal", "figure.dpi": 100})
 MAX_WIDTH_IN = 12.0  # 1,152 CSS px as SVG: the page's column holds it at its natural size
+MAX_SVG_BYTES = 200_000  # an SVG of many paths (scatter clouds) is written only as PNG: the page shows the PNG
+ALT_KINDS = {"pit_calibration": "Calibration curves", "reliability": "Reliability diagram", "curve": "Line chart",
+             "error_vs_std": "Scatter plot of errors against predicted standard deviations",
+             "sensitivity": "Line chart", "bar": "Bar chart", "metric_scatter": "Scatter plot",
+             "interval_snapshots": "Panels of predictive intervals", "calibration_map": "Calibration maps",
+             "stats_curves": "Line chart", "stats_xy": "Line chart", "paired_improvement": "Line chart of differences",
+             "running_calibration": "Line chart of calibration over steps", "function": "Illustration",
+             "paper": "Dot plot of our means with 95 % intervals beside the paper's values"}
 
 
 class SavedFigure(dict):
@@ -34,6 +43,8 @@ class SavedFigure(dict):
 
     overlaps: list[str]
     width_px: int
+    min_text_px: float  # the smallest text's height in the PNG (px at its natural size)
+    described: str  # what the axes show, for the alt text ("2 panels of RMSE against iteration")
 
 
 @dataclass
@@ -47,9 +58,24 @@ class Rendered:
     def overlaps(self) -> list[str]:
         return list(getattr(self.files, "overlaps", []))
 
+    kind: str = ""  # the spec's figure type (for the alt text)
+    alt: str = ""  # the spec's own alt text, if it gives one
+
     @property
     def width_px(self) -> int | None:
         return getattr(self.files, "width_px", None)
+
+    @property
+    def min_text_px(self) -> float | None:
+        return getattr(self.files, "min_text_px", None)
+
+    def alt_text(self) -> str:
+        """What the image shows, for a reader who cannot see it (the caption beside it says what it means)."""
+        if self.alt:
+            return self.alt
+        what = ALT_KINDS.get(self.kind, "Chart")
+        described = getattr(self.files, "described", "")
+        return f"{what}" + (f", {described}" if described else "") + f": {self.title}"
 
 
 @dataclass
@@ -131,6 +157,16 @@ def overlapping_texts(fig, tolerance_px: float = 1.0) -> list[str]:
     return found
 
 
+def describe_axes(fig) -> str:
+    """'3 panels of <y label> against <x label>' from the figure's first labelled panel ('' when unlabelled)."""
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    labelled = next((ax for ax in panels if ax.get_xlabel() and ax.get_ylabel()), None)
+    if labelled is None:
+        return ""
+    count = f"{len(panels)} panels" if len(panels) > 1 else "one panel"
+    return f"{count} of {labelled.get_ylabel()} against {labelled.get_xlabel()}"
+
+
 def save_figure(fig, out_dir: Path, stem: str) -> SavedFigure:
     """Write SVG and PNG atomically; return their paths, with the text-overlap check's findings and the natural
     width (the report shows a figure at that width and the browser test holds it to the check)."""
@@ -143,10 +179,16 @@ def save_figure(fig, out_dir: Path, stem: str) -> SavedFigure:
         fig.set_layout_engine("constrained")
     paths = SavedFigure()
     paths.overlaps = overlapping_texts(fig)
-    for ext in ("svg", "png"):
+    sizes = [text.get_fontsize() for text, _ in _drawn_texts(fig)]
+    paths.min_text_px = round(min(sizes) * fig.dpi / 72, 2) if sizes else None  # points -> PNG px
+    paths.described = describe_axes(fig)
+    for ext in ("png", "svg"):
         buffer = io.BytesIO()
         fig.savefig(buffer, format=ext, bbox_inches="tight", metadata={"Date": None} if ext == "svg" else None)
         path = Path(out_dir) / f"{stem}.{ext}"
+        if ext == "svg" and buffer.tell() > MAX_SVG_BYTES:
+            path.unlink(missing_ok=True)  # a stale SVG of an earlier, smaller drawing must not be linked
+            continue
         write_bytes(path, buffer.getvalue())
         paths[ext] = path
         if ext == "png":

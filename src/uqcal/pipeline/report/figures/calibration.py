@@ -23,6 +23,7 @@ from uqcal.pipeline.report.figures.base import (
     pit_values,
     render,
 )
+from uqcal.pipeline.report.palette import OKABE_ITO
 from uqcal.plots import calibration_curve, reliability_diagram
 
 
@@ -55,14 +56,16 @@ def build_pit_calibration(spec: dict, ctx: FigureContext) -> list:
             pit = None if frame is None else pit_values(frame)
             if pit is None or len(pit) == 0:
                 continue
-            calibration_curve(StoredPIT(pit), pit, ax=ax, label=method_label(ctx, method), color=f"C{drawn % 10}")
+            # Okabe–Ito colours; past the eighth method the dash tells two methods of one colour apart
+            colour, dashes = OKABE_ITO[drawn % len(OKABE_ITO)], ("-", "--")[drawn // len(OKABE_ITO) % 2]
+            calibration_curve(StoredPIT(pit), pit, ax=ax, label=method_label(ctx, method), color=colour, ls=dashes)
             # ``also: {column: legend suffix}``: the same method's other PIT values, e.g. metacal's before
             # its calibration map (Iwata & Kumagai Fig. 3: uncalibrated vs calibrated CDF)
             for column, suffix in (spec.get("also") or {}).items():
                 other = frame[column].dropna().to_numpy(float) if column in frame else np.array([])
                 if len(other):
                     calibration_curve(StoredPIT(other), other, ax=ax, label=method_label(ctx, method) + suffix,
-                                      color=f"C{drawn % 10}", ls=":", marker=None)
+                                      color=colour, ls=":", marker=None)
             drawn += 1
         if not drawn:
             plt.close(fig)

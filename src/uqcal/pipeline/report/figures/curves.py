@@ -23,6 +23,7 @@ from uqcal.pipeline.report.figures.base import (
     render,
     save_figure,
 )
+from uqcal.pipeline.report.palette import OKABE_ITO
 
 
 def build_curve(spec: dict, ctx: FigureContext) -> list:
@@ -78,7 +79,7 @@ def build_paired_improvement(spec: dict, ctx: FigureContext) -> list:
         if paired.empty:
             continue
         fig, ax = plt.subplots(figsize=(4.8, 3.2))
-        mean_se_band(ax, paired, f"{method_label(ctx, b)} − {method_label(ctx, a)}", color="tab:red")
+        mean_se_band(ax, paired, f"{method_label(ctx, b)} − {method_label(ctx, a)}", color=OKABE_ITO[3])
         ax.axhline(0.0, color="k", lw=0.8)
         ax.set(xlabel=spec.get("xlabel", x_col), ylabel=spec.get("ylabel", f"improvement in {y_col}"),
                title=f"{dataset} / {setting} ({len(paired)} paired repeats)")
@@ -190,14 +191,14 @@ def build_interval_snapshots(spec: dict, ctx: FigureContext) -> list:
         available = sorted(next(iter(snaps.values()))[0]["iteration"].unique())
         iterations = [it for it in spec.get("iterations") or available[:4] if it in available]
         fig, axes = plt.subplots(
-            len(snaps), len(iterations), figsize=(2.8 * len(iterations), 2.4 * len(snaps)), squeeze=False,
-            sharex=True,
+            len(snaps), len(iterations), figsize=(2.8 * len(iterations), 2.4 * len(snaps) + 0.6), squeeze=False,
+            sharex=True, layout="constrained",
         )
         for i, (method, (frame, bands, observed)) in enumerate(snaps.items()):
             for j, it in enumerate(iterations):
                 ax, part = axes[i][j], frame[frame["iteration"] == it].sort_values("x")
                 if "f" in part:
-                    ax.plot(part["x"], part["f"], "g", lw=1, label="objective")
+                    ax.plot(part["x"], part["f"], color=OKABE_ITO[2], lw=1, label="objective")
                 ax.plot(part["x"], part["mean"], lw=1, label="GP mean")
                 base_lower = None
                 for suffix, label, band in bands:
@@ -212,9 +213,17 @@ def build_interval_snapshots(spec: dict, ctx: FigureContext) -> list:
                     xs = observed["x"].map(_first_coordinate)
                     seen, queried = observed["iteration"] < it, observed["iteration"] == it
                     ax.plot(xs[seen], observed["y"][seen], "ko", ms=3, label="observed")
-                    ax.plot(xs[queried], observed["y"][queried], "rx", ms=6, label="next query")
+                    ax.plot(xs[queried], observed["y"][queried], "x", color=OKABE_ITO[3], ms=6, label="next query")
                 ax.set_title(f"{method_label(ctx, method)}, iteration {it}", fontsize=8)
-        axes[0][-1].legend(fontsize=6, loc="best")
+                if i == len(snaps) - 1:
+                    ax.set_xlabel(spec.get("xlabel", "x"))
+                if j == 0:
+                    ax.set_ylabel(spec.get("ylabel", "f(x)"))
+        handles: dict = {}
+        for ax in axes.flat:  # one legend for every panel, below them: no panel's data under it
+            for handle, text in zip(*ax.get_legend_handles_labels(), strict=True):
+                handles.setdefault(text, handle)
+        fig.legend(handles.values(), handles.keys(), fontsize=7, loc="outside lower center", ncols=len(handles))
         out.append(render(spec, ctx, fig, dataset, setting, "Interval snapshots"))
     return out or [
         Skipped(

@@ -9,6 +9,7 @@ import numpy as np
 from scipy import stats
 
 from uqcal.pipeline.report.figures.base import Rendered, figure_stem, save_figure
+from uqcal.pipeline.report.palette import OKABE_ITO
 from uqcal.pipeline.report.tables import BuiltTable
 
 # Axis words for the metrics the papers' tables print (the table's own name where none is listed).
@@ -30,10 +31,13 @@ def confidence_interval(mean: float, std: float | None, n: int) -> float | None:
 
 def paper_panels(table: BuiltTable) -> list[tuple[str, str, list]]:
     """(metric, row label, [(method, our mean, our half-width, paper mean, paper spread, verdict)]) for every
-    (metric, row) with a published number."""
+    (metric, row) with a published number on the paper's own data: a stand-in's row would put our numbers for one
+    dataset and the paper's for another on one axis."""
     panels = []
     for metric in table.metrics:
         for row in table.rows:
+            if row.relation.kind != "same":
+                continue
             entries = []
             for method in table.methods:
                 cell = row.cells.get((metric, method))
@@ -69,7 +73,7 @@ def build_paper_comparison(table: BuiltTable, out_dir, names: dict[str, str]) ->
                     color="0.45", capsize=2, label="paper: mean ± its spread")
         if ours:
             ax.errorbar([e[1] for _, e in ours], [i - 0.18 for i, _ in ours], xerr=[e[2] or 0.0 for _, e in ours],
-                        fmt="o", ms=4, color="C0", capsize=2, label="ours: mean, 95 % CI over runs")
+                        fmt="o", ms=4, color=OKABE_ITO[0], capsize=2, label="ours: mean, 95 % CI over runs")
         ax.set_yticks(y, [names.get(e[0], e[0]) for e in entries])
         ax.set_ylim(len(entries) - 0.5, -0.5)  # the table's first method on top
         ax.set_xlabel(METRIC_LABELS.get(metric, metric))
@@ -82,5 +86,6 @@ def build_paper_comparison(table: BuiltTable, out_dir, names: dict[str, str]) ->
     stem = figure_stem(f"paper_{table.id}")
     paper_name = table.paper_table.get("table", "the paper's table")
     caption = (f"Each method's mean with its 95 % confidence interval over runs (ours, circles) beside the paper's "
-               f"mean ± its reported spread ({paper_name}, squares); a stand-in row compares with a different dataset.")
-    return Rendered(f"{table.title}: ours against {paper_name}", caption, stem, save_figure(fig, out_dir, stem))
+               f"mean ± its reported spread ({paper_name}, squares), on the paper's own data only.")
+    return Rendered(f"{table.title}: ours against {paper_name}", caption, stem, save_figure(fig, out_dir, stem),
+                    kind="paper")

@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from uqcal.pipeline.report.figures.base import FigureContext, Rendered, Skipped, figure_stem, method_label, save_figure
+from uqcal.pipeline.report.palette import OKABE_ITO
 
 
 def _param_value(ctx: FigureContext, dataset: str, setting: str, method: str, param: str):
@@ -76,14 +77,14 @@ def build_sensitivity(spec: dict, ctx: FigureContext) -> list:
                 f"with metric '{metric}' in one (dataset, setting)",
             )
         ]
-    fig, ax = plt.subplots(figsize=(4.8, 3.4))
+    fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
     for (series, dataset, setting), part in lines:
         label = " · ".join(str(p) for p in (series, dataset, setting) if p)
         ax.errorbar(part.index, part["mean"], yerr=part["std"].fillna(0), marker="o", capsize=3, label=label)
     if spec.get("logx"):
         ax.set_xscale("log")
     ax.set(xlabel=spec.get("xlabel", param), ylabel=spec.get("ylabel", metric))
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)  # beside, off the data
     stem = figure_stem(spec["id"])
     return [
         Rendered(
@@ -151,7 +152,7 @@ def build_metric_scatter(spec: dict, ctx: FigureContext) -> list:
         for rec in part.itertuples(index=False):
             k = methods.index(rec.method)
             ax.scatter(getattr(rec, x_metric), getattr(rec, y_metric), marker=markers[k % len(markers)],
-                       color=f"C{k % 10}", s=28, label=method_label(ctx, rec.method))
+                       color=OKABE_ITO[k % len(OKABE_ITO)], s=28, label=method_label(ctx, rec.method))
         for axis in (ax.xaxis, ax.yaxis):  # each tick its own number: an axis offset ("1e5") runs into the label
             axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:.4g}"))
         ax.locator_params(axis="x", nbins=4)
