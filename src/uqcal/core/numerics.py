@@ -125,6 +125,11 @@ def identity(mode: str) -> str:
     return mode if mode == "portable" else f"native ({cpu_vendor()}, {cpu_kind()})"
 
 
+def mode_of(identity_value: str) -> str:
+    """The mode of an `identity` value (``native (AuthenticAMD, avx2)`` -> ``native``)."""
+    return check_mode(identity_value.partition(" ")[0])
+
+
 def pinned_env(mode: str, env: dict | None = None) -> dict:
     """``env`` (default: this process's) with the mode's pins set; the pins win over the outer environment."""
     env = dict(os.environ if env is None else env)
@@ -153,13 +158,14 @@ def activate(mode: str) -> None:
     os.environ.update(wanted)
 
 
-def configure_torch(mode: str, threads: int | None = None) -> None:
+def configure_torch(mode: str | None = None, threads: int | None = None) -> None:
     """What torch takes at run time: under ``portable``, convolutions by ATen's own kernels (im2col and MKL's
     GEMM under CBWR) instead of oneDNN's and NNPACK's, whose blocking follows the CPU's caches, and
-    deterministic algorithms. ``threads`` sets torch's intra-op threads (the config's ``torch_threads``)."""
+    deterministic algorithms. ``mode``: default, the one `activate` set for this process (``native`` when none:
+    a library user's process). ``threads`` sets torch's intra-op threads (the config's ``torch_threads``)."""
     import torch
 
-    check_mode(mode)
+    mode = check_mode(mode or os.environ.get(MODE_VARIABLE, "native"))
     if threads is not None:
         torch.set_num_threads(int(threads))
     if mode == "portable":
