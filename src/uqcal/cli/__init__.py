@@ -232,8 +232,9 @@ def _is_user_error(exc: BaseException, args) -> bool:
         return True
     if isinstance(exc, FileNotFoundError):
         return exc.filename is not None and str(exc.filename) in _named_paths(args)
-    for module, name in (("uqcal.pipeline.config.source", "ConfigError"), ("uqcal.core.numerics", "NumericsError"), ("uqcal.data.errors", "DataSourceError"),
-                         ("uqcal.pipeline.records", "JobError"), ("uqcal.methods.api", "ParameterError")):
+    for module, name in (("uqcal.pipeline.config.source", "ConfigError"), ("uqcal.data.errors", "DataSourceError"),
+                         ("uqcal.pipeline.records", "JobError"), ("uqcal.methods.api", "ParameterError"),
+                         ("uqcal.core.numerics", "NumericsError")):
         cls = getattr(sys.modules.get(module), name, None)
         if cls is not None and isinstance(exc, cls):
             return True

@@ -190,7 +190,7 @@ def describe(mode: str | None = None) -> dict[str, str]:
         import torch
 
         info["numerics_torch"] = (f"capability={torch.backends.cpu.get_cpu_capability()} "
-                                  f"mkldnn={torch.backends.mkldnn.enabled} nnpack={torch.backends.nnpack.enabled} "
+                                  f"mkldnn={torch.backends.mkldnn.enabled} nnpack={torch._C._get_nnpack_enabled()} "
                                   f"deterministic={torch.are_deterministic_algorithms_enabled()} "
                                   f"threads={torch.get_num_threads()}")
         if torch.cuda.is_available():  # the GPU path's own determinism (uqcal.core.device.deterministic_cuda)
