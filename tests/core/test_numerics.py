@@ -74,3 +74,11 @@ def test_the_pins_reach_numpy_openblas_and_torch_in_a_fresh_process():
     assert found["openblas"] == ["Haswell"]
     assert found["aten"] == "AVX2"
     assert found["mkldnn"] is False and found["deterministic"] is True
+
+
+def test_portable_results_of_another_architecture_are_another_job(monkeypatch):
+    import platform
+
+    monkeypatch.setattr(platform, "machine", lambda: "aarch64")  # its kernels are not the x86-64 ones
+    assert numerics.identity("portable") == "portable (aarch64)"
+    assert numerics.mode_of(numerics.identity("portable")) == "portable"

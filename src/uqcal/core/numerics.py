@@ -118,11 +118,22 @@ def check_floor() -> None:
             "as native and are not interchangeable with portable ones (a DVC remote's portable results are stale here).")
 
 
+def is_x86_64() -> bool:
+    import platform
+
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
 def identity(mode: str) -> str:
-    """What a job's identity holds for its numerics: ``portable``, or ``native`` with the CPU's vendor and
-    SIMD level (a native result from another kind of CPU is another job)."""
+    """What a job's identity holds for its numerics: ``portable`` (on x86-64; elsewhere with the machine's
+    architecture, whose kernels are others), or ``native`` with the CPU's vendor and SIMD level (a native
+    result from another kind of CPU is another job)."""
+    import platform
+
     check_mode(mode)
-    return mode if mode == "portable" else f"native ({cpu_vendor()}, {cpu_kind()})"
+    if mode == "portable":
+        return mode if is_x86_64() else f"portable ({platform.machine()})"
+    return f"native ({cpu_vendor()}, {cpu_kind()})"
 
 
 def mode_of(identity_value: str) -> str:
@@ -173,7 +184,7 @@ def configure_torch(mode: str | None = None, threads: int | None = None) -> None
         torch.backends.nnpack.set_flags(False)
         torch.use_deterministic_algorithms(True, warn_only=True)
         capability = torch.backends.cpu.get_cpu_capability()
-        if capability != "AVX2" and sys.platform.startswith("linux"):
+        if capability != "AVX2" and is_x86_64():
             check_floor()
             raise NumericsError(f"numerics: portable asked torch for its AVX2 kernels and got {capability} "
                                 f"(ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY')!r}); "
