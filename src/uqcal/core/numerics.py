@@ -154,8 +154,8 @@ def pinned_env(mode: str, env: dict | None = None) -> dict:
 def activate(mode: str) -> None:
     """Set this process's pins before numpy or torch load (the `uqcal` command calls it first thing).
 
-    A library already loaded has read its variables: then the pins apply from the next process on, and
-    `describe` reports what is in effect.
+    Where one of them is already loaded (the command called in-process, as a library), it has read its
+    variables: the environment is left as it is, with a warning, and `describe` reports what is in effect.
     """
     check_mode(mode)
     if mode == "portable":
@@ -164,8 +164,9 @@ def activate(mode: str) -> None:
     late = [name for name in ("numpy", "torch") if name in sys.modules]
     changed = [key for key, value in wanted.items() if os.environ.get(key) != value and key != MODE_VARIABLE]
     if late and changed:
-        LOG.warning("numerics %s: %s already loaded in this process; %s take effect in the next process",
-                    mode, " and ".join(late), ", ".join(changed))
+        LOG.warning("numerics %s not applied: %s already loaded in this process (run the `uqcal` command)",
+                    mode, " and ".join(late))
+        return
     os.environ.update(wanted)
 
 
