@@ -1,8 +1,8 @@
 """What `numerics: portable` costs each family's training, against `native` (issue 48).
 
 In a finished smoke run (`make smoke`, or a copy of one), trains one job per family again under each mode,
-alternating, and prints each job's CPU seconds as its record gives them (`uqcal.pipeline.records.resource_usage`;
-the same numbers `benchmarks/run_cost.py` sums). Results go to a scratch folder; the run's own results stay.
+alternating, and prints each job's CPU seconds (its process's user + system time, as `benchmarks/run_cost.py` sums them
+from the records). Results go to a scratch folder; the run's own results stay.
     python benchmarks/numerics_cost.py /path/to/smoke/run [--repeats 2] [--family fewshot ...]
 A smoke job is mostly the process's start-up (2-3 CPU s of imports); ``--scale`` multiplies the method's
 training budget (epochs, episodes, iterations) to weigh the training itself.
@@ -11,7 +11,7 @@ training budget (epochs, episodes, iterations) to weigh the training itself.
 from __future__ import annotations
 
 import argparse
-import json
+import resource
 import shutil
 import subprocess
 import sys
@@ -46,11 +46,12 @@ def train_cpu_seconds(root: Path, config: str, family: str, results: Path) -> fl
 
     batch = next(b for b in iter_batches(load_config(root / config), [family]) if b.method == METHODS[family])
     uqcal = Path(sys.executable).with_name("uqcal")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([str(uqcal), "--results-dir", str(results), "train", "--config", config, "--family", family,
                     "--dataset", batch.dataset, "--setting", batch.setting, "--method", batch.method], cwd=root,
                    check=True, capture_output=True)
-    record = root / ".uqcal/records/train" / family / batch.dataset / batch.setting / f"{batch.method}.json"
-    return float(json.loads(record.read_text())["resources"]["cpu_seconds"])
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main(argv: list[str] | None = None) -> None:
