@@ -47,9 +47,11 @@ def train_cpu_seconds(root: Path, config: str, family: str, results: Path) -> fl
     batch = next(b for b in iter_batches(load_config(root / config), [family]) if b.method == METHODS[family])
     uqcal = Path(sys.executable).with_name("uqcal")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([str(uqcal), "--results-dir", str(results), "train", "--config", config, "--family", family,
-                    "--dataset", batch.dataset, "--setting", batch.setting, "--method", batch.method], cwd=root,
-                   check=True, capture_output=True)
+    command = [str(uqcal), "--results-dir", str(results), "train", "--config", config, "--family", family,
+               "--dataset", batch.dataset, "--setting", batch.setting, "--method", batch.method]
+    proc = subprocess.run(command, cwd=root, capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(f"{family} under {config} failed:\n{proc.stderr[-3000:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
