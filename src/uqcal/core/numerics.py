@@ -35,7 +35,7 @@ PORTABLE_ENV = {
     "MKL_CBWR": "AVX2,STRICT",              # MKL's conditional numerical reproducibility: one code path on
                                             # Intel and AMD, the strict mode independent of alignment
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",      # an outer environment's lower setting must not win over the branch
-    "ONEDNN_MAX_CPU_ISA": "AVX2",           # torch's convolutions (fewshot's Conv4): oneDNN's AVX2 kernels
+    "ONEDNN_MAX_CPU_ISA": "AVX2",           # oneDNN off in torch (configure_torch); the cap guards other users
     "NPY_DISABLE_CPU_FEATURES": _NUMPY_ABOVE_AVX2,
     "OPENBLAS_CORETYPE": "Haswell",         # numpy's and scipy's OpenBLAS: Haswell's AVX2 kernels, not SkylakeX's
     "OPENBLAS_NUM_THREADS": "1",            # BLAS threads split work by core count; torch_threads sets torch's
@@ -171,17 +171,18 @@ def activate(mode: str) -> None:
 
 
 def configure_torch(mode: str | None = None, threads: int | None = None) -> None:
-    """What torch takes at run time: under ``portable``, no NNPACK (its own CPU dispatch) and deterministic
-    algorithms. Convolutions stay with oneDNN, capped at AVX2 (``ONEDNN_MAX_CPU_ISA``): ATen's own kernels
-    (im2col and MKL's GEMM) would take fewshot's Conv4 steps from 57 to 88 ms (docs/pipeline.md, "Numerics").
-    ``mode``: default, the one `activate` set for this process (``native`` when none: a library user's
-    process). ``threads`` sets torch's intra-op threads (the config's ``torch_threads``)."""
+    """What torch takes at run time: under ``portable``, convolutions by ATen's own kernels (im2col and MKL's
+    GEMM under CBWR) instead of oneDNN's, whose blocking follows the CPU's caches and which promises the same
+    bits only on identical hardware, no NNPACK (its own CPU dispatch), and deterministic algorithms. ``mode``:
+    default, the one `activate` set for this process (``native`` when none: a library user's process).
+    ``threads`` sets torch's intra-op threads (the config's ``torch_threads``)."""
     import torch
 
     mode = check_mode(mode or os.environ.get(MODE_VARIABLE, "native"))
     if threads is not None:
         torch.set_num_threads(int(threads))
     if mode == "portable":
+        torch.backends.mkldnn.enabled = False
         torch.backends.nnpack.set_flags(False)
         torch.use_deterministic_algorithms(True, warn_only=True)
         capability = torch.backends.cpu.get_cpu_capability()
