@@ -36,7 +36,7 @@ UPGRADE ?=
 COMPILE = CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_VENV)/bin/pip-compile -q --generate-hashes --strip-extras --no-emit-index-url --no-emit-find-links \
 	$(if $(UPGRADE),--upgrade)
 
-.PHONY: venv reproduce smoke arena test docs lint lock clean pull FORCE
+.PHONY: venv reproduce smoke numerics-check arena test docs lint lock clean pull FORCE
 
 $(BIN)/uqcal: pyproject.toml $(LOCK) $(TORCH_LOCK) $(if $(wildcard $(TORCH_STAMP)),,FORCE)
 	rm -rf $(VENV)
@@ -72,6 +72,11 @@ reproduce: venv
 
 smoke: venv
 	$(call RUN,config/smoke.yaml) --configfile config/smoke.yaml
+
+# The same numbers on this CPU as on the machine that wrote the fingerprint (docs/pipeline.md, "Numerics"):
+# config/smoke.yaml in a throwaway copy of the source, every family's non-timing results compared exactly.
+numerics-check: venv
+	$(BIN)/python -m uqcal.pipeline.fingerprint smoke tests/fixtures/numerics/smoke-fingerprint.json
 
 # The arena's leaderboard across the regression families (docs/arena.md): its own config, not the default run.
 arena: venv

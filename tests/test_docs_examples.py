@@ -45,6 +45,7 @@ NOT_RUN = {
     "make lock": "re-resolves the lock against the package index",
     "make lint": "ruff and lint-imports; .ci/run does",
     "make arena": "the arena's run",
+    "make numerics-check": "runs the smoke pipeline in a copy; tests/e2e/test_numerics.py checks its pins on emulated CPUs",
     "make pull": "fetches results from a DVC remote",
     ".ci/run": "CI itself",
     ".venv/bin/pytest": "a part of the suite",

@@ -157,6 +157,26 @@ def _check_command_line(args) -> None:
     if args.command in _WILDCARDS:
         _need(args, *_WILDCARDS[args.command])
     _check_names(args)
+    if args.command in STEPS:
+        _activate_numerics(args)
+
+
+def _activate_numerics(args) -> None:
+    """Pin the step's numerics (the config's ``numerics``; uqcal.core.numerics) before the step imports numpy
+    or torch: the variables that choose their kernels are read when they load. From the job's spec (written by
+    the Snakefile with the job's identity) or the config file (DVC, people)."""
+    from uqcal.core.numerics import DEFAULT_MODE, activate, mode_of
+
+    if getattr(args, "spec", None):
+        import json
+
+        with open(args.spec) as fh:
+            mode = mode_of(json.load(fh)["params"].get("numerics", DEFAULT_MODE))  # identity.numerics_param
+    else:
+        from uqcal.pipeline.config.source import check_raw_config
+
+        mode = check_raw_config(args.config or DEFAULT_CONFIG).get("numerics", DEFAULT_MODE)
+    activate(mode)
 
 
 def _run(args) -> int:
@@ -213,7 +233,8 @@ def _is_user_error(exc: BaseException, args) -> bool:
     if isinstance(exc, FileNotFoundError):
         return exc.filename is not None and str(exc.filename) in _named_paths(args)
     for module, name in (("uqcal.pipeline.config.source", "ConfigError"), ("uqcal.data.errors", "DataSourceError"),
-                         ("uqcal.pipeline.records", "JobError"), ("uqcal.methods.api", "ParameterError")):
+                         ("uqcal.pipeline.records", "JobError"), ("uqcal.methods.api", "ParameterError"),
+                         ("uqcal.core.numerics", "NumericsError")):
         cls = getattr(sys.modules.get(module), name, None)
         if cls is not None and isinstance(exc, cls):
             return True

@@ -436,10 +436,12 @@ class RunContext:
     def save_outputs(self, predictions, model: Any, stats: dict | None = None) -> None:
         from uqcal.core.device import describe_device
         from uqcal.core.io import torch_save, write_json, write_parquet
+        from uqcal.core.numerics import describe
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # Where the run trained (strings, so they stay out of metrics.json; the report's provenance shows them).
-        stats = {"device": str(self.device), "device_name": describe_device(self.device), **(stats or {})}
+        stats = {"device": str(self.device), "device_name": describe_device(self.device), **describe(),
+                 **(stats or {})}
         # Order matters for resumability: predictions last would be fine too, all three are atomic.
         torch_save(self.run_dir / "model.pt", model)
         write_json(self.run_dir / "train_stats.json", stats)

@@ -20,7 +20,7 @@ import yaml
 
 from uqcal.core.io import write_text
 from uqcal.pipeline.identity import source_files
-from uqcal.pipeline.plan import RECORDS, Job, inputs, local_files, outputs, param_keys, plan
+from uqcal.pipeline.plan import RECORDS, Job, _present, inputs, local_files, outputs, param_keys, plan
 from uqcal.pipeline.records import OutputsChangedError, check_outputs
 
 LOG = logging.getLogger("uqcal")
@@ -73,6 +73,12 @@ def _params(keys: list[tuple[str, str]]) -> list:
     return [{path: keys} for path, keys in by_file.items()]
 
 
+def numerics_keys(job: Job, config_path: str) -> list[tuple[str, str]]:
+    """Every stage reads the config's ``numerics`` (uqcal.core.numerics): changing it reruns every stage (the
+    report's params already name its config files whole)."""
+    return [] if job.rule == "report" else _present(config_path, ["numerics"])
+
+
 def build_dvc_yaml(config: dict, config_path: str, root: Path = Path(".")) -> dict:
     stages: dict[str, dict] = {}
     with contextlib.chdir(root):  # config and registry paths are relative to the repository
@@ -80,7 +86,7 @@ def build_dvc_yaml(config: dict, config_path: str, root: Path = Path(".")) -> di
             stages[job.stage] = {
                 "cmd": command(job, config_path),
                 "deps": inputs(config, job) + local_files(config, job) + code_deps(source_files(job), Path(".")),
-                "params": _params(param_keys(config, job, config_path)),
+                "params": _params(param_keys(config, job, config_path) + numerics_keys(job, config_path)),
                 "outs": [*outputs(job), job.record_path],
             }
     metrics, plots = _report_metrics_and_plots(list(config["families"]))

@@ -202,9 +202,17 @@ def code_hashes(job: Job) -> dict[str, str]:
 def build_spec(config: dict, job: Job, config_path: str) -> dict:
     """What the job is made from, apart from its inputs' content (which the step reads when it runs)."""
     return {"rule": job.rule, "key": list(job.key), "config": config_path,
-            "params": param_values(config, job, config_path),
+            "params": {**param_values(config, job, config_path), **numerics_param(config)},
             "job": payload(config, job), "code": code_hashes(job), "files": file_hashes(local_files(config, job)),
             "upstream": [up.record_path for up in upstream(config, job)]}
+
+
+def numerics_param(config: dict) -> dict[str, str]:
+    """Every job's numerics (``numerics: portable | native``; uqcal.core.numerics), as a parameter of its identity:
+    a result made under another mode, or natively on another kind of CPU, is another job's (stale here)."""
+    from uqcal.core.numerics import DEFAULT_MODE, identity
+
+    return {"numerics": identity(config.get("numerics", DEFAULT_MODE))}
 
 
 def file_hashes(paths: list[str]) -> dict[str, str | None]:

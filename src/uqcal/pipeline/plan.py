@@ -363,9 +363,8 @@ def train_seeds(job: dict, results_dir: str | Path = "results", data_dir: str | 
     """
     import logging
 
-    import torch
-
     from uqcal.core.device import resolve_device
+    from uqcal.core.numerics import configure_torch
     from uqcal.methods.api import RunContext, get_entry, register_job_family
     from uqcal.pipeline.config.payloads import job_digest, per_seed_jobs
     from uqcal.pipeline.layout import RunLayout
@@ -376,7 +375,7 @@ def train_seeds(job: dict, results_dir: str | Path = "results", data_dir: str | 
         job = {**{k: v for k, v in job.items() if k != "seeds"}, "seeds": list(seeds)}
     family, dataset, setting, method = job["family"], job["dataset"], job["setting"], job["method"]
     cls = get_entry(family, method).load_class()
-    torch.set_num_threads(int(job.get("torch_threads", 1)))
+    configure_torch(threads=int(job.get("torch_threads", 1)))  # and the numerics `uqcal` pinned at start
     layout = RunLayout(results_dir, data_dir)
     found = []
     for one in per_seed_jobs(job):

@@ -170,12 +170,13 @@ def check_outputs(outs: list[str], record_path: str) -> list[str]:
 def write_record(job: Job, spec: dict, inputs: dict, started: float) -> dict:
     """Record what the finished job's outputs were made from (its spec and inputs) and what they hold."""
     from uqcal.core.io import write_json
+    from uqcal.core.numerics import describe
 
     files = output_files(job)
     record = {**{k: spec[k] for k in ("rule", "key", "config", "params", "job", "code", "files")},
               "inputs": inputs, "identity": identity(spec, inputs), "outputs": files,
               "outputs_digest": digest(files), "resources": resource_usage(started),
-              "imported": imported_sources()}
+              "imported": imported_sources(), "numerics": describe()}
     write_json(Path(job.record_path), record)
     return record
 

@@ -39,6 +39,7 @@ def prepare_config(config: dict, root: Path | None = None, method_families: Coll
     config["datasets_inline"] = sorted(inline)  # where each entry lives matters for DVC params
     config.setdefault("device", "auto")
     config.setdefault("torch_threads", 1)
+    config.setdefault("numerics", "portable")
     validate_schema({"families": {}, "datasets": registry}, root)
     check_semantics(config, root, method_families)
     return config
