@@ -26,7 +26,7 @@ from uqcal.core.predictive import (
     RegressionPredictive,
 )
 
-__all__ = ["IsotonicRecalibrator", "TemperatureScaling", "VarianceScaling", "variance_scale"]
+__all__ = ["IsotonicRecalibrator", "MonotoneMap", "TemperatureScaling", "VarianceScaling", "variance_scale"]
 
 
 def _expect(owner: str, prediction: Predictive, kind: type) -> None:
@@ -55,34 +55,130 @@ def variance_scale(y, mean, std) -> float:
     return scale
 
 
+class MonotoneMap:
+    """A strictly increasing piecewise-linear map of [0, 1] onto [0, 1] through knots ``(x, y)``, with its inverse
+    and derivative: the CDF map of an isotonic recalibration.
+
+    Parameters
+    ----------
+    x, y : array_like
+        Knots, both non-decreasing, starting at (0, 0) and ending at (1, 1) (added where missing). Of a run of
+        knots with one y (a flat piece of the isotonic fit) only the first is kept, so the map is the CDF whose
+        quantile function is ``knots_inverse`` (the one the recalibrated quantiles always used), and the
+        recalibrated density is positive: a finite NLL.
+
+    Examples
+    --------
+    >>> m = MonotoneMap([0.0, 0.2, 0.5, 1.0], [0.0, 0.4, 0.4, 1.0])
+    >>> m(np.array([0.1, 0.6])).round(3).tolist(), m.inverse(np.array([0.7])).round(3).tolist()
+    ([0.2, 0.7], [0.6])
+    """
+
+    def __init__(self, x, y):
+        x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        if x[0] > 0.0:
+            x, y = np.concatenate([[0.0], x]), np.concatenate([[0.0], y])
+        if x[-1] < 1.0:
+            x, y = np.concatenate([x, [1.0]]), np.concatenate([y, [1.0]])
+        y = np.clip(y, 0.0, 1.0)
+        y[0], y[-1] = 0.0, 1.0
+        keep = np.concatenate([[True], np.diff(y) > 0])
+        self.x, self.y = x[keep], y[keep]
+
+    def __call__(self, p) -> np.ndarray:
+        """R(p)."""
+        return np.interp(p, self.x, self.y)
+
+    def inverse(self, q) -> np.ndarray:
+        """R^-1(q)."""
+        return np.interp(q, self.y, self.x)
+
+    def derivative(self, p) -> np.ndarray:
+        """R'(p), the slope of the piece that holds p (the right piece at a knot)."""
+        slopes = np.diff(self.y) / np.diff(self.x)
+        index = np.clip(np.searchsorted(self.x, p, side="right") - 1, 0, slopes.size - 1)
+        return slopes[index]
+
+
 class IsotonicRecalibrator:
     """Isotonic recalibration of a regression predictive (Kuleshov et al. 2018, Alg. 1).
 
     ``fit`` computes the held-out PIT values p_t = F_t(y_t) and fits R by isotonic regression of their empirical
     CDF levels on them (``uqcal.core.calibration.IsotonicPITMap``, (0, 0) and (1, 1) pinned). ``transform``
-    returns F'(y) = R(F(y)) with quantiles F^-1(R^-1(q)). ``levels``: ``"i/n"`` (Alg. 1: the fraction of PIT
-    values <= p_t) or ``"i/(n+1)"`` (the QR paper's Sec. 3 endpoint fix: R stays below 1 at the largest PIT, so
-    the recalibrated support is not cut at it).
+    returns F'(y) = R(F(y)) with quantiles F^-1(R^-1(q)), R strictly increasing through the fit's knots
+    (``MonotoneMap``), so the recalibrated predictive has a density (NLL), a CRPS and a variance.
+
+    Parameters
+    ----------
+    levels : {"i/(n+1)", "i/n"}, default "i/(n+1)"
+        The empirical CDF levels of the sorted PIT values. ``"i/(n+1)"`` (the QR paper's Sec. 3 endpoint fix): R
+        stays below 1 at the largest held-out PIT, so the recalibrated support is not cut there and every test
+        point has a positive density. ``"i/n"`` (Alg. 1 literally) puts all mass below the largest held-out PIT: a
+        test point beyond it has density 0 (NLL = inf, as the QR paper's App. B.2 notes).
+
+    Attributes
+    ----------
+    pit_map_ : IsotonicPITMap
+        The isotonic fit; ``map_`` the strictly increasing map through its knots.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from uqcal import GaussianPredictive, IsotonicRecalibrator, all_metrics
+    >>> rng = np.random.default_rng(0)
+    >>> over_confident = GaussianPredictive(np.zeros(400), np.full(400, 0.5))
+    >>> recalibrator = IsotonicRecalibrator().fit(over_confident, rng.normal(size=400))
+    >>> metrics = all_metrics(recalibrator.transform(over_confident), rng.normal(size=400))
+    >>> all(np.isfinite(v) for v in metrics.values()), round(metrics["coverage_90"], 2)
+    (True, 0.88)
     """
 
-    def __init__(self, levels: str = "i/n"):
+    def __init__(self, levels: str = "i/(n+1)"):
         if levels not in LEVELS:
             raise ValueError(f"IsotonicRecalibrator: levels must be one of {LEVELS}, got {levels!r}")
         self.levels = levels
         self.pit_map_: IsotonicPITMap | None = None
+        self.map_: MonotoneMap | None = None
 
     def fit(self, prediction: RegressionPredictive, y) -> IsotonicRecalibrator:
+        """Fit R on held-out predictions and their targets.
+
+        Parameters
+        ----------
+        prediction : RegressionPredictive
+            Predictions of >= 2 held-out points.
+        y : array_like of shape (n,)
+            Their targets.
+
+        Returns
+        -------
+        IsotonicRecalibrator
+            self, fitted.
+        """
         _expect("IsotonicRecalibrator.fit", prediction, RegressionPredictive)
         if len(prediction) < 2:
             raise ValueError(f"IsotonicRecalibrator.fit: needs >= 2 held-out points, got {len(prediction)}")
         self.pit_map_ = IsotonicPITMap(add_endpoints=True, min_points=2, levels=self.levels).fit(prediction.pit(y))
+        self.map_ = MonotoneMap(*self.pit_map_.knots)
         return self
 
     def transform(self, prediction: RegressionPredictive) -> RecalibratedPredictive:
-        if self.pit_map_ is None:
+        """Recalibrate new predictions.
+
+        Parameters
+        ----------
+        prediction : RegressionPredictive
+            Predictions of the same model as the held-out ones.
+
+        Returns
+        -------
+        RecalibratedPredictive
+            F'(y) = R(F(y)), quantiles F^-1(R^-1(q)).
+        """
+        if self.map_ is None:
             raise NotFittedError("IsotonicRecalibrator is not fitted: call fit(prediction, y) on held-out data first")
         _expect("IsotonicRecalibrator.transform", prediction, RegressionPredictive)
-        return RecalibratedPredictive(prediction, self.pit_map_, self.pit_map_.inverse)
+        return RecalibratedPredictive(prediction, self.map_, self.map_.inverse)
 
 
 class VarianceScaling:
@@ -127,8 +223,11 @@ class TemperatureScaling:
 
     @staticmethod
     def _logits(prediction: CategoricalPredictive) -> np.ndarray:
-        # log 0 = -inf would make 0 * inf terms; the smallest normal float keeps the zero exactly zero after softmax
-        return np.log(np.maximum(prediction.probs, np.finfo(np.float64).tiny))
+        # A probability of exactly 0 has no logit: clip to [eps, 1 - eps] (eps = 2.2e-16, float64's machine epsilon)
+        # as netcal does. The smallest normal float (log = -708) instead put zeros ~20x further below the other
+        # logits, so the NLL-optimal T grew to squash them (T = 41 against netcal's 7.5 for GaussianNB on digits).
+        eps = np.finfo(np.float64).eps
+        return np.log(np.clip(prediction.probs, eps, 1.0 - eps))
 
     def fit(self, prediction: CategoricalPredictive, y) -> TemperatureScaling:
         from scipy.optimize import minimize_scalar
