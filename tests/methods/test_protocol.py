@@ -11,6 +11,7 @@ import pytest
 
 from uqcal.core.predictive import CategoricalPredictive, Predictive, RegressionPredictive
 from uqcal.methods.api import NotFittedError, builtin_families, method_table
+from uqcal.methods.estimator import ProbabilisticRegressor
 
 
 def _cases(family: str) -> dict:
@@ -30,16 +31,21 @@ def test_fit_predict_score(family, method):
     case = _cases(family)[method]
     problem = case.problem(np.random.default_rng(0))
     estimator = case.make()
+    # Single-task regressors return the predictive object from predict_proba (predict is the point array).
+    predictive = estimator.predict_proba if isinstance(estimator, ProbabilisticRegressor) else estimator.predict
     with pytest.raises(NotFittedError):
-        estimator.predict(*problem.predict_args)
+        predictive(*problem.predict_args)
     assert estimator.fit(*problem.fit_args) is estimator
-    prediction = estimator.predict(*problem.predict_args)
+    prediction = predictive(*problem.predict_args)
     assert isinstance(prediction, Predictive)
     assert len(prediction) == len(problem.y)
     from uqcal.metrics import all_metrics
 
     metrics = all_metrics(prediction, problem.y)
     assert metrics and all(np.isfinite(v) for v in metrics.values()), metrics
+    if isinstance(estimator, ProbabilisticRegressor):  # the point prediction (MC dropout draws anew each call)
+        point = estimator.predict(*problem.predict_args)
+        assert isinstance(point, np.ndarray) and point.shape == (len(problem.y),) and np.isfinite(point).all()
     if isinstance(prediction, RegressionPredictive):
         assert np.all((prediction.pit(problem.y) >= 0) & (prediction.pit(problem.y) <= 1))
     else:

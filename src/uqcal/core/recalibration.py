@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from uqcal.core.calibration import LEVELS, IsotonicPITMap
+from uqcal.core.calibration import LEVELS, IsotonicPITMap, MonotoneMap
 from uqcal.core.predictive import (
     CategoricalPredictive,
     GaussianPredictive,
@@ -26,7 +26,7 @@ from uqcal.core.predictive import (
     RegressionPredictive,
 )
 
-__all__ = ["IsotonicRecalibrator", "MonotoneMap", "TemperatureScaling", "VarianceScaling", "variance_scale"]
+__all__ = ["IsotonicRecalibrator", "TemperatureScaling", "VarianceScaling", "variance_scale"]
 
 
 def _expect(owner: str, prediction: Predictive, kind: type) -> None:
@@ -53,51 +53,6 @@ def variance_scale(y, mean, std) -> float:
     if scale == 0.0:
         raise ValueError("variance_scale: every z-score is 0 (mean == y everywhere), no scale maximises the likelihood")
     return scale
-
-
-class MonotoneMap:
-    """A strictly increasing piecewise-linear map of [0, 1] onto [0, 1] through knots ``(x, y)``, with its inverse
-    and derivative: the CDF map of an isotonic recalibration.
-
-    Parameters
-    ----------
-    x, y : array_like
-        Knots, both non-decreasing, starting at (0, 0) and ending at (1, 1) (added where missing). Of a run of
-        knots with one y (a flat piece of the isotonic fit) only the first is kept, so the map is the CDF whose
-        quantile function is ``knots_inverse`` (the one the recalibrated quantiles always used), and the
-        recalibrated density is positive: a finite NLL.
-
-    Examples
-    --------
-    >>> m = MonotoneMap([0.0, 0.2, 0.5, 1.0], [0.0, 0.4, 0.4, 1.0])
-    >>> m(np.array([0.1, 0.6])).round(3).tolist(), m.inverse(np.array([0.7])).round(3).tolist()
-    ([0.2, 0.7], [0.6])
-    """
-
-    def __init__(self, x, y):
-        x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-        if x[0] > 0.0:
-            x, y = np.concatenate([[0.0], x]), np.concatenate([[0.0], y])
-        if x[-1] < 1.0:
-            x, y = np.concatenate([x, [1.0]]), np.concatenate([y, [1.0]])
-        y = np.clip(y, 0.0, 1.0)
-        y[0], y[-1] = 0.0, 1.0
-        keep = np.concatenate([[True], np.diff(y) > 0])
-        self.x, self.y = x[keep], y[keep]
-
-    def __call__(self, p) -> np.ndarray:
-        """R(p)."""
-        return np.interp(p, self.x, self.y)
-
-    def inverse(self, q) -> np.ndarray:
-        """R^-1(q)."""
-        return np.interp(q, self.y, self.x)
-
-    def derivative(self, p) -> np.ndarray:
-        """R'(p), the slope of the piece that holds p (the right piece at a knot)."""
-        slopes = np.diff(self.y) / np.diff(self.x)
-        index = np.clip(np.searchsorted(self.x, p, side="right") - 1, 0, slopes.size - 1)
-        return slopes[index]
 
 
 class IsotonicRecalibrator:

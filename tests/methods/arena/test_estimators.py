@@ -30,7 +30,7 @@ def test_variance_scaling_on_a_fitted_base_fits_the_held_out_data():
 
 def test_unfitted_base_is_fitted_on_the_rest_and_the_map_on_a_held_out_part():
     problem = noisy_sine(np.random.default_rng(6))
-    model = IsotonicOnValidation(base=MarginalGaussian(), val_fraction=0.25, seed=0).fit(*problem.fit_args)
+    model = IsotonicOnValidation(base=MarginalGaussian(), val_fraction=0.25, random_state=0).fit(*problem.fit_args)
     n = len(problem.fit_args[1])
     assert model.n_validation_ == round(0.25 * n)
     held_out = np.sort(model.runtime.rng(1).permutation(n)[: model.n_validation_])

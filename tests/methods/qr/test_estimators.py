@@ -63,7 +63,7 @@ def test_train_goes_through_fit_and_predict(tmp_path):
 
 def test_isotonic_on_a_fitted_base_reuses_its_pits_and_is_a_monotone_map():
     problem = noisy_sine(np.random.default_rng(1))
-    base = DeepEnsemble(epochs=3, n_members=2, hidden=16, seed=0).fit(*problem.fit_args)
+    base = DeepEnsemble(epochs=3, n_members=2, hidden=16, random_state=0).fit(*problem.fit_args)
     weights = [p.detach().clone() for p in base.nets_[0].parameters()]
     model = IsotonicRecalibrated(base=base, fit_on="train", endpoint_fix=True).fit(*problem.fit_args)
     assert all(np.array_equal(a, b.detach()) for a, b in zip(weights, base.nets_[0].parameters(), strict=True))

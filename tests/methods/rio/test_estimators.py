@@ -45,9 +45,9 @@ def test_rio_on_a_fitted_network_keeps_it_and_adds_the_gp_mean_to_its_output():
     problem = noisy_sine(np.random.default_rng(2))
     X, y = problem.fit_args
     (X_test,) = problem.predict_args
-    network = RioNetwork(max_epochs=20, seed=0).fit(X, y)
+    network = RioNetwork(max_epochs=20, random_state=0).fit(X, y)
     weights = [p.detach().clone() for p in network.net_.parameters()]
-    rio = ResidualIOGP(base=network, max_iter=20, n_inducing=10, seed=0).fit(X, y)
+    rio = ResidualIOGP(base=network, max_iter=20, n_inducing=10, random_state=0).fit(X, y)
     assert rio.base is network
     assert all(np.array_equal(a, b.detach()) for a, b in zip(weights, network.net_.parameters(), strict=True))
     prediction = rio.predict(X_test)
@@ -61,7 +61,7 @@ def test_rio_on_a_fitted_network_keeps_it_and_adds_the_gp_mean_to_its_output():
 
 def test_network_predictive_is_its_validation_rmse():
     problem = noisy_sine(np.random.default_rng(3))
-    network = RioNetwork(max_epochs=10, seed=0).fit(*problem.fit_args)
+    network = RioNetwork(max_epochs=10, random_state=0).fit(*problem.fit_args)
     prediction = network.predict(*problem.predict_args)
     assert isinstance(prediction, GaussianPredictive)
     np.testing.assert_array_equal(prediction.std, network.fit_info_["val_rmse"])
