@@ -83,7 +83,8 @@ class IsotonicRecalibrated(ProbabilisticRegressor):
 
     Parameters: ``fit_on`` (``"train"``: the PITs of the rows the base trained on, as the paper;
     ``"calibration"``: of the part the base held out, ``calibration_fraction`` > 0), ``endpoint_fix`` (the
-    knot (1, 1) with levels i/(m+1): no truncated support, Sec. 3), ``logpdf_floor`` (the floor of the log density, as the pipeline's predictions).
+    knot (1, 1) with levels i/(m+1): no truncated support, Sec. 3),
+    ``logpdf_floor`` (the floor of the log density, as the pipeline's predictions).
     ``base``: a DropoutVI or DeepEnsemble, fitted or not.
 
     ``fit(X, y)``: X (n, d), y (n,); fits ``base`` on them unless it is fitted already (then X and y are not
