@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 
 from uqcal.core.predictive import NotFittedError, RegressionPredictive
 from uqcal.methods.api import (
@@ -33,7 +34,11 @@ from uqcal.methods.api import (
     unknown_params,
 )
 
-__all__ = ["Method", "ProbabilisticRegressor", "seed_of"]
+__all__ = ["EstimatorNotFittedError", "Method", "ProbabilisticRegressor", "seed_of"]
+
+
+class EstimatorNotFittedError(NotFittedError, SklearnNotFittedError):
+    """An estimator used before ``fit``: uqcal's ``NotFittedError`` and scikit-learn's at once."""
 
 
 def seed_of(random_state) -> int:
@@ -182,7 +187,7 @@ class Method(BaseEstimator):
     def check_fitted(self) -> None:
         """Raise NotFittedError unless ``fit`` has run (it sets ``fitted_``)."""
         if not getattr(self, "fitted_", False):
-            raise NotFittedError(f"{type(self).__name__} is not fitted yet: call fit(...) before predict(...)")
+            raise EstimatorNotFittedError(f"{type(self).__name__} is not fitted yet: call fit(...) before predict(...)")
 
     def __sklearn_is_fitted__(self) -> bool:
         return bool(getattr(self, "fitted_", False))

@@ -76,7 +76,7 @@ def test_rio_on_raw_diabetes_targets_predicts_finite_numbers():
     for seed in (0, 1):
         network = RioNetwork(max_epochs=30, random_state=seed).fit(X_train, y_train)
         rio = ResidualIOGP(base=network, max_iter=40, n_inducing=20, random_state=seed).fit(X_train, y_train)
-        prediction = rio.predict(X_test)
+        prediction = rio.predict_proba(X_test)
         assert np.all(np.isfinite(prediction.mean)) and np.all(prediction.std > 0)
         # Whether or not an evaluation failed, the result says so (the train step's fit_failures / gp_failure).
         assert isinstance(rio.result_.failure, str)

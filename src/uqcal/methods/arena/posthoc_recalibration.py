@@ -112,12 +112,12 @@ class PostHocRecalibration(ProbabilisticRegressor):
         RegressionPredictive
         """
         X = self.predict_array(X)
-        return self.transform(self.base_.predict_proba(X))
+        return self.recalibrate(self.base_.predict_proba(X))
 
     def fit_map(self, prediction: GaussianPredictive, y: np.ndarray) -> None:
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def transform(self, prediction: GaussianPredictive):
+    def recalibrate(self, prediction: GaussianPredictive):
         raise NotImplementedError  # pragma: no cover - abstract
 
     def train(self, ctx: RunContext) -> None:
@@ -159,7 +159,7 @@ class VarianceScaling(PostHocRecalibration):
         self.recalibrator_ = LibraryVarianceScaling().fit(prediction, y)
         self.scale_ = self.recalibrator_.scale_
 
-    def transform(self, prediction) -> GaussianPredictive:
+    def recalibrate(self, prediction) -> GaussianPredictive:
         return self.recalibrator_.transform(prediction)
 
     def outputs(self, prediction, base, y):
@@ -190,7 +190,7 @@ class IsotonicOnValidation(PostHocRecalibration):
         pit = ndtr((y - prediction.mean) / prediction.std)
         self.recalibration_ = StandardisedRecalibration(*isotonic_knots(pit, bool(self.params["endpoint_fix"])))
 
-    def transform(self, prediction) -> RecalibratedPredictive:
+    def recalibrate(self, prediction) -> RecalibratedPredictive:
         return self.recalibration_.recalibrate(prediction, float(self.params["logpdf_floor"]))
 
     def outputs(self, prediction, base, y):
