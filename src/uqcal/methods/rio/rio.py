@@ -120,6 +120,7 @@ class ResidualIOGP(ProbabilisticRegressor):
             centre_targets=bool(p["centre_targets"]), seed=int(self.runtime.rng(2).integers(0, 2**31 - 1)),
             progress=self.runtime.progress, device=self.runtime.device,
         )  # fmt: skip
+        self.n_iter_ = int(self.result_.iterations)  # optimiser iterations (scikit-learn's name, beside max_iter)
         self.fitted_ = True
         return self
 
