@@ -18,7 +18,7 @@ integral over its levels). ``uqcal.metrics.all_metrics`` scores any of them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -262,7 +262,7 @@ class RecalibratedPredictive(RegressionPredictive):
     inverse_map: Callable[[np.ndarray], np.ndarray]
     # A floor of logpdf (None: none): the QR paper's isotonic map without its endpoint fix cuts the support at the
     # largest recalibration PIT, where the density is 0 (App. B.2); qr's pipeline floors its log density at -20.
-    logpdf_floor: float | None = None
+    logpdf_floor: float | None = field(default=None, kw_only=True)
 
     def __post_init__(self):
         if not isinstance(self.base, RegressionPredictive):
