@@ -77,46 +77,136 @@ class RegressionPredictive(Predictive):
     """A predictive distribution of a real target per point: ``cdf``, ``pit``, ``ppf`` and ``interval``."""
 
     def cdf(self, y) -> np.ndarray:  # pragma: no cover - abstract
-        """F_i(y_i) for each point i."""
+        """F_i(y_i) for each point i.
+
+        Parameters
+        ----------
+        y : array_like of shape (n,)
+            One target per point.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n,)
+        """
         raise NotImplementedError
 
     def ppf(self, q) -> np.ndarray:  # pragma: no cover - abstract
-        """Quantiles: for levels ``q`` of shape (L,), an (n, L) array; for a scalar level, an (n,) array."""
+        """Quantiles F_i^-1(q) of each point.
+
+        Parameters
+        ----------
+        q : float or array_like of shape (L,)
+            Levels in (0, 1).
+
+        Returns
+        -------
+        numpy.ndarray
+            (n,) for a scalar level, (n, L) for L levels.
+        """
         raise NotImplementedError
 
     def pit(self, y) -> np.ndarray:
-        """The probability integral transform F_i(y_i): uniform on [0, 1] for a calibrated predictive."""
+        """The probability integral transform F_i(y_i): uniform on [0, 1] for a calibrated predictive.
+
+        Parameters
+        ----------
+        y : array_like of shape (n,)
+            One target per point.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n,)
+        """
         return self.cdf(y)
 
     def interval(self, level: float) -> tuple[np.ndarray, np.ndarray]:
-        """The central ``level`` interval of each point: its (1 - level)/2 and (1 + level)/2 quantiles."""
+        """The central ``level`` interval of each point: its (1 - level)/2 and (1 + level)/2 quantiles.
+
+        Parameters
+        ----------
+        level : float
+            In (0, 1).
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            Lower and upper bounds, each of shape (n,).
+        """
         if not 0.0 < float(level) < 1.0:
             raise ValueError(f"{type(self).__name__}.interval: level must be in (0, 1), got {level!r}")
         return self.ppf((1.0 - level) / 2.0), self.ppf((1.0 + level) / 2.0)
 
     def median(self) -> np.ndarray:
+        """The median of each point.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n,)
+        """
         return self.ppf(0.5)
 
     def point(self) -> np.ndarray:
-        """The point prediction the metrics score (MSE, RMSE): the mean where there is one, else the median."""
+        """The point prediction the metrics score (MSE, RMSE): the mean where there is one, else the median.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n,)
+        """
         return self.median()
 
     def logpdf(self, y) -> np.ndarray:
-        """log f_i(y_i), the log predictive density at each target (NotImplementedError where none is defined)."""
+        """log f_i(y_i), the log predictive density at each target (NotImplementedError where none is defined).
+
+        Parameters
+        ----------
+        y : array_like of shape (n,)
+            One target per point.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n,)
+        """
         raise NotImplementedError(f"{type(self).__name__} defines no density")
 
     def crps(self, y) -> np.ndarray:
-        """CRPS(F_i, y_i) = int (F_i(t) - 1{t >= y_i})^2 dt for each point (Gneiting & Raftery 2007; lower is better)."""
+        """CRPS(F_i, y_i) = int (F_i(t) - 1{t >= y_i})^2 dt for each point (Gneiting & Raftery 2007; lower is better).
+
+        Parameters
+        ----------
+        y : array_like of shape (n,)
+            One target per point.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n,)
+        """
         raise NotImplementedError(f"{type(self).__name__} defines no CRPS")
 
     def var(self) -> np.ndarray:
-        """The predictive variance of each point (NotImplementedError where none is defined)."""
+        """The predictive variance of each point (NotImplementedError where none is defined).
+
+        Returns
+        -------
+        numpy.ndarray of shape (n,)
+        """
         raise NotImplementedError(f"{type(self).__name__} defines no variance")
 
 
 @dataclass(frozen=True, eq=False)
 class GaussianPredictive(RegressionPredictive):
-    """N(mean_i, std_i^2) for each point i."""
+    """N(mean_i, std_i^2) for each point i.
+
+    Parameters
+    ----------
+    mean, std : array_like of shape (n,)
+        Finite; std > 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> GaussianPredictive(np.zeros(2), np.ones(2)).interval(0.9)[1].round(3).tolist()
+    [1.645, 1.645]
+    """
 
     mean: np.ndarray
     std: np.ndarray
@@ -172,7 +262,21 @@ class GaussianPredictive(RegressionPredictive):
 @dataclass(frozen=True, eq=False)
 class QuantilePredictive(RegressionPredictive):
     """Predictive quantiles ``quantiles[i, j]`` at ``levels[j]``; the CDF is linear between them and flat (at
-    the outer levels) outside them, so its PIT values lie in [levels[0], levels[-1]]."""
+    the outer levels) outside them, so its PIT values lie in [levels[0], levels[-1]].
+
+    Parameters
+    ----------
+    levels : array_like of shape (L,)
+        At least two strictly increasing levels in (0, 1).
+    quantiles : array_like of shape (n, L)
+        Finite, non-decreasing along the levels in every row.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> QuantilePredictive([0.25, 0.75], [[-1.0, 1.0]]).cdf(np.array([0.0])).tolist()
+    [0.5]
+    """
 
     levels: np.ndarray
     quantiles: np.ndarray
@@ -344,7 +448,21 @@ class RecalibratedPredictive(RegressionPredictive):
 @dataclass(frozen=True, eq=False)
 class CategoricalPredictive(Predictive):
     """Class probabilities ``probs[i, c]`` of point i being class c (rows sum to 1); ``classes`` names the
-    columns (default 0..C-1)."""
+    columns (default 0..C-1).
+
+    Parameters
+    ----------
+    probs : array_like of shape (n, C)
+        Finite, >= 0, rows summing to 1; C >= 2.
+    classes : array_like of shape (C,), optional
+        The class of each column.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> CategoricalPredictive(np.array([[0.2, 0.8]]), classes=np.array([3, 7])).predicted_class().tolist()
+    [7]
+    """
 
     probs: np.ndarray
     classes: np.ndarray | None = None

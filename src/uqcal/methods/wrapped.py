@@ -48,7 +48,7 @@ class WrappedRegressor(ProbabilisticRegressor):
     >>> X = rng.normal(size=(200, 2)); y = X @ [1.0, -2.0] + rng.normal(size=200)
     >>> wrapped = WrappedRegressor(model=LinearRegression().fit(X[:100], y[:100])).fit(X[100:150], y[100:150])
     >>> round(float(wrapped.predict_proba(X[150:]).std[0]), 2)
-    1.07
+    0.96
     """
 
     defaults: dict = {"min_std": 1e-12}
