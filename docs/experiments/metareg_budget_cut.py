@@ -37,7 +37,7 @@ METRICS = ("te", "mse", "ece", "ece_pooled")
 
 def run(config: dict, method: str, dataset: str, setting: str, seed: int, overrides: dict) -> tuple[dict, dict]:
     params = resolve_params("metareg", method, {**config["families"]["metareg"]["methods"][method], **overrides})
-    instance = get_entry("metareg", method).load_class()(params, seed=seed)
+    instance = get_entry("metareg", method).load_class()(params, random_state=seed)
     table = load_table(dataset, spec=config["datasets"][dataset])
     split = read_json(Path("data/splits/metareg") / dataset / setting / f"seed{seed}.json")
     arrays = split_arrays(table.X, table.y, table.task, split)

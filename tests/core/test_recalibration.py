@@ -194,8 +194,48 @@ def test_temperature_scaling_refuses_misuse():
         TemperatureScaling(temperature_bounds=(1.0, 0.5))
 
 
-def test_zero_probabilities_stay_zero():
-    prediction = CategoricalPredictive(np.array([[1.0, 0.0], [0.5, 0.5], [0.9, 0.1]]))
-    scaling = TemperatureScaling().fit(prediction, np.array([0, 1, 0]))
-    assert np.isfinite(scaling.temperature_)
-    assert scaling.transform(prediction).probs[0, 1] == 0.0
+def _gaussian_nb_on_digits():
+    """GaussianNB's probabilities on scikit-learn's digits: a third of them exactly 0 (issue 51)."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+    from sklearn.naive_bayes import GaussianNB
+
+    X, y = load_digits(return_X_y=True)
+    X_train, X_rest, y_train, y_rest = train_test_split(X, y, test_size=0.5, random_state=0)
+    X_cal, X_test, y_cal, y_test = train_test_split(X_rest, y_rest, test_size=0.5, random_state=0)
+    model = GaussianNB().fit(X_train, y_train)
+    return model.predict_proba(X_cal), y_cal, model.predict_proba(X_test), y_test
+
+
+def test_temperature_on_exact_zeros_is_the_brute_force_optimum_of_the_clipped_logits():
+    probs, labels, _, _ = _gaussian_nb_on_digits()
+    assert (probs == 0).mean() > 0.2
+    eps = np.finfo(np.float64).eps
+    log_p = np.log(np.clip(probs, eps, 1 - eps))  # netcal's logits of probabilities (clip at float64's eps)
+    grid = np.exp(np.linspace(np.log(1.0), np.log(30.0), 20001))
+
+    def nll(t):
+        z = log_p / t
+        z = z - z.max(axis=1, keepdims=True)
+        return np.mean(np.log(np.exp(z).sum(axis=1)) - z[np.arange(len(labels)), labels])
+
+    best = grid[int(np.argmin([nll(t) for t in grid]))]
+    temperature = TemperatureScaling().fit(CategoricalPredictive(probs), labels).temperature_
+    assert temperature == pytest.approx(best, rel=2e-4)
+    assert 5.0 < temperature < 10.0  # not 41: zeros at log(tiny) = -708 made T squash them
+
+
+def test_temperature_on_exact_zeros_agrees_with_netcal():
+    netcal_scaling = pytest.importorskip("netcal.scaling")
+    from uqcal.metrics import classification_ece
+
+    probs, labels, test_probs, test_labels = _gaussian_nb_on_digits()
+    ours = TemperatureScaling().fit(CategoricalPredictive(probs), labels)
+    theirs = netcal_scaling.TemperatureScaling()
+    theirs.fit(probs, labels)
+    assert ours.temperature_ == pytest.approx(1.0 / float(np.ravel(theirs.temperature)[0]), rel=1e-3)
+    recalibrated = ours.transform(CategoricalPredictive(test_probs)).probs
+    theirs_probs = theirs.transform(test_probs)
+    assert classification_ece(recalibrated, test_labels, 15) == pytest.approx(
+        classification_ece(theirs_probs / theirs_probs.sum(axis=1, keepdims=True), test_labels, 15), abs=1e-4)
+    assert classification_ece(recalibrated, test_labels, 15) < classification_ece(test_probs, test_labels, 15)

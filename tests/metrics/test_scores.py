@@ -11,10 +11,11 @@ from uqcal import metrics as M
 from uqcal.core.predictive import CategoricalPredictive, GaussianPredictive, QuantilePredictive, RecalibratedPredictive
 from uqcal.metrics import all_metrics
 
-REGRESSION_KEYS = {"mse", "rmse", "ece_iwata", "ce_qr_percent", "calibration_score_kuleshov", "coverage_95",
-                   "coverage_90", "coverage_68"}
+PIT_KEYS = {"mse", "rmse", "ece_iwata", "ce_qr_percent", "calibration_score_kuleshov", "miscalibration_area"}
+REGRESSION_KEYS = PIT_KEYS | {"coverage_95", "coverage_90", "coverage_68", "interval_score_90", "pinball_loss_05",
+                              "pinball_loss_50", "pinball_loss_95"}
 GAUSSIAN_KEYS = REGRESSION_KEYS | {"nlpd", "crps", "sharpness_variance"}
-CLASSIFICATION_KEYS = {"accuracy", "nll_categorical", "ece_guo_15bins", "mce_15bins"}
+CLASSIFICATION_KEYS = {"accuracy", "nll_categorical", "ece_guo_15bins", "mce_15bins", "brier_score"}
 
 
 # ------------------------------------------------------------------------------------------ empirical frequencies
@@ -87,7 +88,8 @@ def test_quantile_predictive_reports_the_coverages_its_levels_cover():
     y = np.array([-1.0, 0.0, 0.5, 2.0])
     quantiles = np.tile(stats.norm.ppf(levels), (4, 1))
     out = all_metrics(QuantilePredictive(levels, quantiles), y)
-    assert set(out) == REGRESSION_KEYS - {"coverage_95", "coverage_90"}  # they need levels 0.025 / 0.05 and up
+    # 95 / 90 % intervals and the 0.05 / 0.95 quantiles need levels 0.025 / 0.05 and up; no density or variance
+    assert set(out) == PIT_KEYS | {"coverage_68", "pinball_loss_50", "crps"}
     # the 68 % interval is [q0.16, q0.84] = [-0.994, 0.994]: y = 0 and 0.5 inside
     assert out["coverage_68"] == pytest.approx(0.5)
     assert out["mse"] == pytest.approx(np.mean(y**2))  # the median, 0, is the point prediction
@@ -98,9 +100,9 @@ def test_recalibrated_predictive_gets_the_regression_metrics():
     base = GaussianPredictive(np.zeros(4), np.ones(4))
     identity = RecalibratedPredictive(base, lambda p: p, lambda q: q)
     out = all_metrics(identity, np.array([-1.0, 0.0, 0.5, 2.0]))
-    assert set(out) == REGRESSION_KEYS
-    for key in REGRESSION_KEYS:
-        assert out[key] == pytest.approx(all_metrics(base, np.array([-1.0, 0.0, 0.5, 2.0]))[key])
+    assert set(out) == GAUSSIAN_KEYS
+    for key in GAUSSIAN_KEYS:  # crps and the variance by quadrature: to 1e-5 of the closed forms
+        assert out[key] == pytest.approx(all_metrics(base, np.array([-1.0, 0.0, 0.5, 2.0]))[key], rel=1e-5)
 
 
 def test_classification_metrics_and_their_names():

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 
-__all__ = ["LEVELS", "IsotonicPITMap", "StandardisedRecalibration", "empirical_cdf_pairs", "isotonic_knots",
+__all__ = ["LEVELS", "IsotonicPITMap", "MonotoneMap", "StandardisedRecalibration", "empirical_cdf_pairs", "isotonic_knots",
            "knots_inverse"]
 
 LEVELS = ("i/n", "i/(n+1)")
@@ -72,6 +72,53 @@ def knots_inverse(q: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
     # Strictly increasing pieces only: flat segments make the inverse a jump, take their left end.
     keep = np.concatenate([[True], np.diff(ys) > 0])
     return np.interp(q, ys[keep], xs[keep])
+
+
+class MonotoneMap:
+    """A strictly increasing piecewise-linear map of [0, 1] onto [0, 1] through knots ``(x, y)``, with its inverse
+    and derivative: the CDF map of an isotonic recalibration.
+
+    Parameters
+    ----------
+    x, y : array_like
+        Knots, both non-decreasing, starting at (0, 0) and ending at (1, 1) (added where missing). Of a run of
+        knots with one y (a flat piece of the isotonic fit) only the first is kept, so the map is the CDF whose
+        quantile function is ``knots_inverse`` (the one the recalibrated quantiles always used), and the
+        recalibrated density is positive: a finite NLL.
+
+    Examples
+    --------
+    >>> m = MonotoneMap([0.0, 0.2, 0.5, 1.0], [0.0, 0.4, 0.4, 1.0])
+    >>> m(np.array([0.1, 0.6])).round(3).tolist(), m.inverse(np.array([0.7])).round(3).tolist()
+    ([0.2, 0.7], [0.6])
+    """
+
+    def __init__(self, x, y):
+        x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        if x[0] > 0.0:
+            x, y = np.concatenate([[0.0], x]), np.concatenate([[0.0], y])
+        if x[-1] < 1.0:
+            x, y = np.concatenate([x, [1.0]]), np.concatenate([y, [1.0]])
+        y = np.clip(y, 0.0, 1.0)
+        y[0], y[-1] = 0.0, 1.0
+        keep = np.concatenate([[True], np.diff(y) > 0])
+        self.x, self.y = x[keep], y[keep]
+
+    def __call__(self, p) -> np.ndarray:
+        """R(p)."""
+        return np.interp(p, self.x, self.y)
+
+    def inverse(self, q) -> np.ndarray:
+        """R^-1(q)."""
+        return np.interp(q, self.y, self.x)
+
+    def derivative(self, p) -> np.ndarray:
+        """R'(p), the slope of the piece that holds p (the right piece at a knot)."""
+        p = np.asarray(p, dtype=np.float64)
+        slopes = np.diff(self.y) / np.diff(self.x)
+        index = np.clip(np.searchsorted(self.x, p, side="right") - 1, 0, slopes.size - 1)
+        # Beyond the last knot R is flat at 1 (a support cut at the largest PIT, QR App. B.2): no density there.
+        return np.where(p > self.x[-1], 0.0, slopes[index])
 
 
 class IsotonicPITMap:
@@ -298,20 +345,26 @@ class StandardisedRecalibration:
         """
         return knots_inverse(q, self.u, self.r)
 
-    def recalibrate(self, base: RegressionPredictive) -> RecalibratedPredictive:
+    def recalibrate(self, base: RegressionPredictive, logpdf_floor: float | None = None) -> RecalibratedPredictive:
         """G(y) = R(F(y)) for ``base``'s forecast F, quantiles F^-1(R^-1(q)): the recalibrated predictive object.
+
+        R is strictly increasing through the knots (``MonotoneMap``): the CDF of the quantiles F^-1(R^-1(q)),
+        with a density wherever the support is not cut.
 
         Parameters
         ----------
         base : RegressionPredictive
             The forecast F to recalibrate.
+        logpdf_floor : float or None
+            Lower bound of the log density (None: no floor).
 
         Returns
         -------
         RecalibratedPredictive
             G(y) = R(F(y)) as a predictive object.
         """
-        return RecalibratedPredictive(base, cdf_map=self.pit_map, inverse_map=self.inverse_pit_map)
+        monotone = MonotoneMap(self.u, self.r)
+        return RecalibratedPredictive(base, cdf_map=monotone, inverse_map=monotone.inverse, logpdf_floor=logpdf_floor)
 
     def cdf(self, z: np.ndarray) -> np.ndarray:
         """G(z) = R(Phi(z)), the recalibrated standard normal's CDF.

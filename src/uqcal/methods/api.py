@@ -1,6 +1,8 @@
 """The method plug-in API: ``MethodEntry`` tables, the ``Method`` base class and ``RunContext``.
 
-See docs/ARCHITECTURE.md for the contract.
+See docs/ARCHITECTURE.md for the contract. ``Method`` (a scikit-learn ``BaseEstimator``) lives in
+``uqcal.methods.estimator`` and is imported from here when used: importing scikit-learn's base costs every pipeline
+step that only reads the method tables about a second.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from uqcal.core.lazy import load_target
-from uqcal.core.predictive import NotFittedError
+from uqcal.core.lazy import lazy_getattr, load_target
+from uqcal.core.predictive import NotFittedError  # noqa: F401 (re-exported: what every estimator raises)
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,7 @@ class MethodEntry:
     overrides: dict[str, Any] = field(default_factory=dict)
     depends_on: str | None = None
 
-    def load_class(self) -> type[Method]:
+    def load_class(self) -> type:
         return load_target(self.target)
 
 
@@ -264,7 +266,7 @@ def param_problem(defaults: dict[str, Any], key: str, value: Any, bounds: dict[s
     return None
 
 
-def check_params(cls: type[Method], params: dict[str, Any], where: str) -> None:
+def check_params(cls: type, params: dict[str, Any], where: str) -> None:
     """Raise ParameterError for the first parameter of ``params`` that is not one ``cls`` accepts (unknown
     keys are the caller's concern), naming ``where`` (the method) and the key; a ``per_dataset`` table's
     entries are checked the same way, and so is each value of a ``{dataset or setting: value}`` mapping
@@ -333,7 +335,7 @@ class ProgressLogger:
             yield item
 
 
-def unknown_params(cls: type[Method], params: dict[str, Any], where: str) -> None:
+def unknown_params(cls: type, params: dict[str, Any], where: str) -> None:
     """Raise ParameterError for a key of ``params`` that ``cls`` does not take, naming it, the closest accepted
     key and every accepted key (a typo never trains silently with the default)."""
     import difflib
@@ -474,66 +476,6 @@ def _stable_hash(text: str) -> int:
     return zlib.crc32(text.encode())
 
 
-class Method:
-    """Base class of every method. Subclasses set ``defaults`` and implement ``train``."""
-
-    defaults: dict[str, Any] = {}
-    # True for a method that never touches ``ctx.device``: its train jobs never request a GPU, whatever the
-    # family's resources say (uqcal.pipeline.plan.resources; a per-method GPU request for it is a config error).
-    cpu_only: bool = False
-
-    # Ranges of numeric parameters beyond PARAM_BOUNDS (by name); see ``param_problem``.
-    bounds: dict[str, Bound] = {}
-    # True for a method whose parameters may be given as {dataset or setting name: value} (fewshot's).
-    run_mappings: bool = False
-    # A method whose jobs need little whatever their family trains (the reference predictors): these resources
-    # replace the family's and per_dataset's (resources.per_method in the config still overrides them).
-    job_resources: dict[str, int] | None = None
-
-    def __init__(self, params: dict[str, Any] | None = None, /, *, seed: int = 0, device: Any = "cpu",
-                 **kwargs: Any):
-        params = {**(params or {}), **kwargs}
-        where = type(self).__name__
-        unknown_params(type(self), params, where)
-        check_params(type(self), params, where)
-        self.params = dict(self.defaults)
-        self.params.update(params)
-        self.runtime = Runtime(seed=int(seed), device=device, name=where)
-
-    # The estimator protocol (docs/library.md): ``fit(X, y)`` (single-task methods) or ``fit(tasks)``
-    # (meta-learners) returns the fitted estimator; ``predict(...)`` returns a predictive object
-    # (uqcal.core.predictive). Before ``fit``, ``predict`` raises NotFittedError.
-    def fit(self, *args, **kwargs) -> Method:  # pragma: no cover - abstract
-        raise NotImplementedError(f"{type(self).__name__} does not implement fit")
-
-    def predict(self, *args, **kwargs):  # pragma: no cover - abstract
-        raise NotImplementedError(f"{type(self).__name__} does not implement predict")
-
-    def check_fitted(self) -> None:
-        """Raise NotFittedError unless ``fit`` has run (it sets ``fitted_``)."""
-        if not getattr(self, "fitted_", False):
-            raise NotFittedError(f"{type(self).__name__} is not fitted yet: call fit(...) before predict(...)")
-
-    def train(self, ctx: RunContext) -> None:  # pragma: no cover - abstract
-        """The pipeline's entry: load the run's arrays, ``fit``, ``predict`` and ``ctx.save_outputs``."""
-        raise NotImplementedError
-
-    def evaluate(self, ctx: RunContext, predictions=None) -> dict[str, float]:
-        """The family's metrics of the run's predictions merged with the numeric entries of train_stats.json.
-
-        ``predictions``: the frame the run's training has just saved (``ctx.saved_predictions``); None reads
-        the run's predictions.parquet (``uqcal evaluate``, a run trained earlier). An override passes it on.
-        """
-        from uqcal.core.io import read_json
-        metrics = get_family(ctx.family).evaluate(load_predictions(ctx, predictions), ctx)
-        stats_path = ctx.run_dir / "train_stats.json"
-        if stats_path.exists():
-            for key, value in read_json(stats_path).items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and not is_timing_key(key):
-                    metrics.setdefault(key, float(value))
-        return metrics
-
-
 def load_predictions(ctx: RunContext, predictions=None):
     """``predictions`` when given (the frame a run's training has just saved), else the run's predictions.parquet."""
     if predictions is not None:
@@ -541,3 +483,7 @@ def load_predictions(ctx: RunContext, predictions=None):
     import pandas as pd
 
     return pd.read_parquet(ctx.run_dir / "predictions.parquet")
+
+
+# ``Method`` is public here (plug-ins subclass ``uqcal.methods.api.Method``) but imported when used.
+__getattr__, __dir__ = lazy_getattr(__name__, {"Method": "uqcal.methods.estimator:Method"})

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from uqcal.core.predictive import GaussianPredictive
-from uqcal.methods.api import REFERENCE_RESOURCES, Method, RunContext
+from uqcal.methods.api import REFERENCE_RESOURCES, RunContext
+from uqcal.methods.estimator import ProbabilisticRegressor
 
 __all__ = ["MarginalGaussian", "regression_arrays"]
 
@@ -34,19 +35,20 @@ def regression_arrays(owner: str, X, y=None) -> tuple[np.ndarray, np.ndarray | N
     return X, y
 
 
-class MarginalGaussian(Method):
+class MarginalGaussian(ProbabilisticRegressor):
     """The marginal of the training targets, N(mean(y), std(y)^2), the same forecast for every point: perfectly
     calibrated in expectation and with no sharpness (the QR paper's Claim 5), the reference every table shows.
 
     Parameters: ``min_std`` (float > 0), a floor of the predicted std (y's units).
 
     ``fit(X, y)``: X (n, d) floats (unused: the forecast does not depend on the inputs), y (n,) targets.
-    ``predict(X)`` -> ``GaussianPredictive`` with mean(y) and max(std(y), min_std) (ddof 0) for each row of X.
+    ``predict_proba(X)`` -> ``GaussianPredictive`` with mean(y) and max(std(y), min_std) (ddof 0) for each row of
+    X; ``predict(X)`` -> mean(y) for each row.
 
     >>> import numpy as np
     >>> from uqcal.methods.reference_predictors import MarginalGaussian
     >>> X, y = np.zeros((4, 1)), np.array([1.0, 2.0, 3.0, 4.0])
-    >>> prediction = MarginalGaussian().fit(X, y).predict(np.zeros((2, 1)))
+    >>> prediction = MarginalGaussian().fit(X, y).predict_proba(np.zeros((2, 1)))
     >>> prediction.mean.tolist(), round(float(prediction.std[0]), 4)
     ([2.5, 2.5], 1.118)
     """
@@ -56,15 +58,37 @@ class MarginalGaussian(Method):
     job_resources = REFERENCE_RESOURCES  # not the family's GPU-sized request (uqcal.pipeline.plan.resources)
 
     def fit(self, X, y) -> MarginalGaussian:
-        _, y = regression_arrays(type(self).__name__, X, y)
+        """Fit N(mean(y), std(y)^2).
+
+        Parameters
+        ----------
+        X : array_like of shape (n, d)
+            Unused beyond its shape.
+        y : array_like of shape (n,)
+
+        Returns
+        -------
+        MarginalGaussian
+            self, fitted.
+        """
+        _, y = self.fit_arrays(X, y)
         # A constant training target is refused when the pipeline's dataset is materialised (uqcal.data.validate).
         self.mean_, self.std_ = float(y.mean()), max(float(y.std()), self.params["min_std"])
         self.fitted_ = True
         return self
 
-    def predict(self, X) -> GaussianPredictive:
-        self.check_fitted()
-        X, _ = regression_arrays(type(self).__name__, X)
+    def predict_proba(self, X) -> GaussianPredictive:
+        """The training marginal for each row of X.
+
+        Parameters
+        ----------
+        X : array_like of shape (n, d)
+
+        Returns
+        -------
+        GaussianPredictive
+        """
+        X = self.predict_array(X)
         return GaussianPredictive(np.full(X.shape[0], self.mean_), np.full(X.shape[0], self.std_))
 
     def train(self, ctx: RunContext) -> None:
@@ -72,6 +96,6 @@ class MarginalGaussian(Method):
         self.runtime = ctx.runtime
         train, test = np.asarray(split["train"]), np.asarray(split["test"])
         X, y = np.asarray(table.X, dtype=np.float64), np.asarray(table.y, dtype=np.float64)
-        prediction = self.fit(X[train], y[train]).predict(X[test])
+        prediction = self.fit(X[train], y[train]).predict_proba(X[test])
         frame = pd.DataFrame({"y": y[test], "mean": prediction.mean, "std": prediction.std})
         ctx.save_outputs(frame, {"mean": self.mean_, "std": self.std_}, {})

@@ -40,6 +40,7 @@ from uqcal.metrics.regression import (
     total_error,
 )
 from uqcal.metrics.scores import all_metrics
+from uqcal.metrics.scoring_rules import brier_score, interval_score, miscalibration_area, pinball_loss
 
 __all__ = [
     "CAL_SCORE_LEVELS",
@@ -49,6 +50,10 @@ __all__ = [
     "ROUNDED_Z",
     "accuracy",
     "all_metrics",
+    "brier_score",
+    "interval_score",
+    "miscalibration_area",
+    "pinball_loss",
     "calibration_score",
     "ce_qr",
     "classification_ece",

@@ -13,7 +13,6 @@ import numpy as np
 
 from uqcal.core.predictive import (
     CategoricalPredictive,
-    GaussianPredictive,
     Predictive,
     QuantilePredictive,
     RecalibratedPredictive,
@@ -24,12 +23,12 @@ from uqcal.metrics.regression import (
     calibration_score,
     ce_qr,
     ece_iwata,
-    gaussian_crps,
-    gaussian_nlpd,
     interval_coverage,
     mse,
+    nlpd_from_logpdf,
     sharpness,
 )
+from uqcal.metrics.scoring_rules import brier_score, interval_score, miscalibration_area, pinball_loss
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -38,6 +37,8 @@ __all__ = ["CLASSIFICATION_BINS", "COVERAGE_LEVELS", "all_metrics"]
 
 # The central intervals whose coverage is reported (RIO App. D.2's 95 / 90 / 68 %), at their exact quantiles.
 COVERAGE_LEVELS = {"coverage_95": 0.95, "coverage_90": 0.90, "coverage_68": 0.68}
+# The quantiles whose pinball loss is reported.
+PINBALL_LEVELS = {"pinball_loss_05": 0.05, "pinball_loss_50": 0.5, "pinball_loss_95": 0.95}
 # Guo et al. (2017) and MD-BFSC (Table 2, after Patacchiola et al. 2020): 15 equal-width confidence bins.
 CLASSIFICATION_BINS = 15
 
@@ -59,8 +60,18 @@ def all_metrics(prediction: Predictive, y: ArrayLike) -> dict[str, float]:
       (:func:`~uqcal.metrics.interval_coverage`, RIO App. D.2, exact quantiles), where the predictive has those
       quantiles (a ``QuantilePredictive`` only within its levels).
 
-    Gaussian predictives add ``nlpd`` (RIO Eq. 10, QR's NLL), ``crps`` (closed form, Gneiting & Raftery 2007) and
-    ``sharpness_variance`` (the mean predictive variance, Kuleshov et al. 2018).
+    - ``interval_score_90``: the interval (Winkler) score of the central 90 % interval
+      (:func:`~uqcal.metrics.interval_score`), where ``coverage_90`` is reported.
+    - ``pinball_loss_05``, ``pinball_loss_50``, ``pinball_loss_95``: the pinball loss of the 0.05, 0.5 and 0.95
+      quantiles (:func:`~uqcal.metrics.pinball_loss`), where the predictive has them.
+    - ``miscalibration_area``: uncertainty-toolbox's area between the central-interval coverage curve and the
+      diagonal (:func:`~uqcal.metrics.miscalibration_area`).
+    - ``crps``: the continuous ranked probability score (Gneiting & Raftery 2007): closed form for a Gaussian, the
+      quantile-score integral for a recalibrated predictive (quadrature) and, over its own levels, for a
+      ``QuantilePredictive``.
+    - ``nlpd`` (RIO Eq. 10, QR's NLL) and ``sharpness_variance`` (the mean predictive variance, Kuleshov et al.
+      2018) for every predictive with a density and a variance: Gaussian and recalibrated ones, from the
+      recalibrated CDF. A ``QuantilePredictive`` has neither (no tails), so they are left out for it.
 
     Iwata & Kumagai's total error TE = (MSE + ECE) / 2 is left out: it adds a squared error in the target's units
     to a unitless frequency, so it means something only on the standardised targets of the paper's tables
@@ -70,19 +81,27 @@ def all_metrics(prediction: Predictive, y: ArrayLike) -> dict[str, float]:
 
     Classification (``CategoricalPredictive``, integer labels): ``accuracy``, ``nll_categorical`` (mean -log
     probability of the true class), ``ece_guo_15bins`` and ``mce_15bins`` (Guo et al. 2017, 15 equal-width
-    confidence bins, as MD-BFSC's Table 2).
+    confidence bins, as MD-BFSC's Table 2) and ``brier_score`` (:func:`~uqcal.metrics.brier_score`).
 
     Parameters
     ----------
     prediction : Predictive
-        A predictive object (``uqcal.core.predictive``) of the n points.
-    y : array_like
-        Observed targets (regression) or integer class labels (classification), shape (n,).
+        A ``RegressionPredictive`` or a ``CategoricalPredictive``.
+    y : array_like of shape (n,)
+        Targets (regression) or integer class labels.
 
     Returns
     -------
     dict of str to float
-        Every metric that applies to the predictive, by the names listed above.
+        Every metric that applies, by name.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from uqcal import GaussianPredictive, all_metrics
+    >>> metrics = all_metrics(GaussianPredictive(np.zeros(3), np.ones(3)), np.array([-1.0, 0.0, 1.0]))
+    >>> round(metrics["crps"], 4), round(metrics["nlpd"], 4)
+    (0.4795, 1.2523)
     """
     if isinstance(prediction, RegressionPredictive):
         return _regression_metrics(prediction, y)
@@ -93,6 +112,7 @@ def all_metrics(prediction: Predictive, y: ArrayLike) -> dict[str, float]:
             "nll_categorical": classification_nll(prediction.probs, labels),
             "ece_guo_15bins": classification_ece(prediction.probs, labels, CLASSIFICATION_BINS),
             "mce_15bins": classification_mce(prediction.probs, labels, CLASSIFICATION_BINS),
+            "brier_score": brier_score(prediction.probs, labels),
         }
     raise TypeError(f"all_metrics: prediction must be a uqcal.core.predictive object, got {type(prediction).__name__}")
 
@@ -105,13 +125,22 @@ def _regression_metrics(prediction: RegressionPredictive, y) -> dict[str, float]
     out["ece_iwata"] = ece_iwata(pit)
     out["ce_qr_percent"] = ce_qr(pit)
     out["calibration_score_kuleshov"] = calibration_score(pit)
+    out["miscalibration_area"] = miscalibration_area(pit)
     for key, level in COVERAGE_LEVELS.items():
         if _predicts_quantiles(prediction, np.array([(1.0 - level) / 2.0, (1.0 + level) / 2.0])):
             out[key] = interval_coverage(y, *prediction.interval(level))
-    if isinstance(prediction, GaussianPredictive):
-        out["nlpd"] = gaussian_nlpd(y, prediction.mean, prediction.std)
-        out["crps"] = gaussian_crps(y, prediction.mean, prediction.std)
-        out["sharpness_variance"] = sharpness(prediction.std, "variance")
+    if "coverage_90" in out:
+        out["interval_score_90"] = interval_score(y, *prediction.interval(0.9), alpha=0.1)
+    for key, level in PINBALL_LEVELS.items():
+        if _predicts_quantiles(prediction, np.array([level])):
+            out[key] = pinball_loss(y, prediction.ppf(level), level)
+    for key, score in (("nlpd", lambda: nlpd_from_logpdf(prediction.logpdf(y))),
+                       ("crps", lambda: float(np.mean(prediction.crps(y)))),
+                       ("sharpness_variance", lambda: sharpness(np.sqrt(prediction.var()), "variance"))):
+        try:
+            out[key] = score()
+        except NotImplementedError:
+            continue  # the predictive does not define it (a QuantilePredictive's density or variance)
     return out
 
 
@@ -121,5 +150,5 @@ def _predicts_quantiles(prediction: RegressionPredictive, levels: np.ndarray) ->
         inner = np.clip(np.asarray(prediction.inverse_map(levels), dtype=np.float64), 1e-12, 1 - 1e-12)
         return _predicts_quantiles(prediction.base, inner)
     if isinstance(prediction, QuantilePredictive):
-        return bool(np.all((levels >= prediction.levels[0]) & (levels <= prediction.levels[-1])))
+        return prediction.covers(levels)  # to round-off: 0.05 / 0.95 match (1 -/+ 0.9) / 2
     return True

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 import yaml
 
 if TYPE_CHECKING:
-    from uqcal.methods.api import Method, RunContext
+    from uqcal.methods.api import RunContext
+    from uqcal.methods.estimator import Method
 
 RECORDS = Path(".uqcal/records")
 SPECS = Path(".uqcal/specs")

@@ -39,7 +39,7 @@ def build(family: str, method: str):
     entry = get_entry(family, method)
     cls = entry.load_class()
     base = {"base": build(family, entry.depends_on)} if entry.depends_on else {}
-    return cls({**small_budget(cls), **entry.overrides}, seed=0, **base)
+    return cls({**small_budget(cls), **entry.overrides}, random_state=0, **base)
 
 
 def single_task_cases(family: str) -> dict[str, Case]:

@@ -23,20 +23,20 @@ def test_variance_scaling_on_a_fitted_base_fits_the_held_out_data():
     # s = sqrt(mean z^2) on the held-out data (the NLL minimiser), by hand:
     scale = np.sqrt(np.mean(((y_val - y.mean()) / y.std()) ** 2))
     assert model.scale_ == pytest.approx(scale, rel=1e-12)
-    prediction = model.predict(np.zeros((3, 1)))
+    prediction = model.predict_proba(np.zeros((3, 1)))
     assert isinstance(prediction, GaussianPredictive)
     np.testing.assert_allclose(prediction.std, scale * y.std(), rtol=1e-12)
 
 
 def test_unfitted_base_is_fitted_on_the_rest_and_the_map_on_a_held_out_part():
     problem = noisy_sine(np.random.default_rng(6))
-    model = IsotonicOnValidation(base=MarginalGaussian(), val_fraction=0.25, seed=0).fit(*problem.fit_args)
+    model = IsotonicOnValidation(base=MarginalGaussian(), val_fraction=0.25, random_state=0).fit(*problem.fit_args)
     n = len(problem.fit_args[1])
     assert model.n_validation_ == round(0.25 * n)
     held_out = np.sort(model.runtime.rng(1).permutation(n)[: model.n_validation_])
     rest = np.setdiff1d(np.arange(n), held_out)
-    assert model.base.mean_ == pytest.approx(problem.fit_args[1][rest].mean(), rel=1e-12)
-    assert isinstance(model.predict(*problem.predict_args), RecalibratedPredictive)
+    assert model.base_.mean_ == pytest.approx(problem.fit_args[1][rest].mean(), rel=1e-12)
+    assert isinstance(model.predict_proba(*problem.predict_args), RecalibratedPredictive)
 
 
 def test_constructor_and_state_checks():
@@ -45,7 +45,7 @@ def test_constructor_and_state_checks():
     with pytest.raises(ParameterError, match=r"VarianceScaling\.val_fraction"):
         VarianceScaling(val_fraction=0.0)
     with pytest.raises(NotFittedError):
-        VarianceScaling(base=MarginalGaussian()).predict(np.zeros((2, 1)))
+        VarianceScaling(base=MarginalGaussian()).predict_proba(np.zeros((2, 1)))
     with pytest.raises(ValueError, match="base is None"):
         VarianceScaling().fit(np.zeros((4, 1)), np.zeros(4))
 

@@ -27,7 +27,7 @@ def _make(method: str):
     entry = get_entry("bo", method)
     cls = entry.load_class()
     small = {key: value for key, value in SMALL.items() if key in cls.defaults}
-    return lambda: cls({**small, **entry.overrides}, seed=0)
+    return lambda: cls({**small, **entry.overrides}, random_state=0)
 
 
 def cases() -> dict[str, Case]:

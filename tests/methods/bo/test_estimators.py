@@ -95,9 +95,9 @@ def test_bounds_objective_and_bounding_box_are_the_same_unit_cube():
 def test_minimize_forecasts_are_the_estimators_own_predictions():
     # a plain callable on its box and the registry's Forrester objective are the same problem
     objective = make_synthetic("forrester")
-    bo = CalibratedBO(SMALL, calibrate=True, min_recal_points=4, seed=3)
+    bo = CalibratedBO(SMALL, calibrate=True, min_recal_points=4, random_state=3)
     result = bo.minimize(objective.function, bounds=[[0.0], [1.0]], n_iterations=3, n_initial=4, acquisition="ei")
-    again = CalibratedBO(SMALL, calibrate=True, min_recal_points=4, seed=3).minimize(
+    again = CalibratedBO(SMALL, calibrate=True, min_recal_points=4, random_state=3).minimize(
         objective, n_iterations=3, n_initial=4, acquisition="ei")
     assert isinstance(result, BOResult)
     np.testing.assert_array_equal(result.x, again.x)
@@ -117,9 +117,9 @@ def test_minimize_forecasts_are_the_estimators_own_predictions():
 def test_random_search_is_paired_with_bo_and_its_surrogate_is_the_marginal_gaussian():
     f = lambda x: (x[:, 0] - 0.3) ** 2 + x[:, 1]  # noqa: E731
     bounds = [[0.0, -1.0], [1.0, 1.0]]
-    search = RandomSearchBO(seed=5)
+    search = RandomSearchBO(random_state=5)
     result = search.minimize(f, bounds, n_iterations=6, n_initial=3)
-    bo_initial = CalibratedBO(SMALL, seed=5).minimize(f, bounds, n_iterations=1, n_initial=3)
+    bo_initial = CalibratedBO(SMALL, random_state=5).minimize(f, bounds, n_iterations=1, n_initial=3)
     np.testing.assert_array_equal(result.x[:3], bo_initial.x[:3])  # the same seeded initial design
     assert result.forecasts == [] and np.all((result.x >= [0.0, -1.0]) & (result.x <= [1.0, 1.0]))
     prediction = search.fit(result.x, result.y).predict(np.zeros((4, 2)))
@@ -160,5 +160,5 @@ def test_an_initial_design_off_a_discrete_grid_is_refused():
     grid = Objective("grid", [Dimension("n", 1.0, 10.0, kind="integer")], function=lambda x: (x[:, 0] - 4.0) ** 2)
     with pytest.raises(ValueError, match=r"initial_x row 1 is not a feasible configuration of grid"):
         RandomSearchBO().minimize(grid, n_iterations=1, initial_x=[[2.0], [2.5]])
-    result = RandomSearchBO(seed=1).minimize(grid, n_iterations=4, initial_x=[[2.0], [7.0]])
+    result = RandomSearchBO(random_state=1).minimize(grid, n_iterations=4, initial_x=[[2.0], [7.0]])
     np.testing.assert_array_equal(result.x, np.round(result.x))  # every point chosen on the grid

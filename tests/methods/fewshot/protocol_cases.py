@@ -61,7 +61,7 @@ def problem(rng: np.random.Generator) -> Problem:
 def make(name: str):
     entry = get_entry("fewshot", name)
     cls = entry.load_class()
-    return lambda: cls({**{k: v for k, v in SMALL.items() if k in cls.defaults}, **entry.overrides}, seed=0)
+    return lambda: cls({**{k: v for k, v in SMALL.items() if k in cls.defaults}, **entry.overrides}, random_state=0)
 
 
 def cases() -> dict[str, Case]:

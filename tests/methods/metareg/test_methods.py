@@ -78,7 +78,7 @@ def test_predict_is_predict_tasks_of_one_episode(arrays):
 
 def test_fit_draws_from_the_runtime_streams(arrays):
     def fitted(seed):
-        estimator = MetaCal(epochs=2, eval_every=1, patience=1, calibration="none", seed=seed)
+        estimator = MetaCal(epochs=2, eval_every=1, patience=1, calibration="none", random_state=seed)
         return estimator.fit(arrays["tasks"], arrays["validation"]).predict(*arrays["test"][0][:3]).mean
 
     np.testing.assert_array_equal(fitted(3), fitted(3))

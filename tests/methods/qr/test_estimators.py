@@ -36,14 +36,20 @@ def test_isotonic_recalibrated_checks_fit_on_and_needs_a_base():
     with pytest.raises(ValueError, match="base is None"):
         IsotonicRecalibrated().fit(*problem.fit_args)
     with pytest.raises(NotFittedError):
-        IsotonicRecalibrated(base=DeepEnsemble()).predict(*problem.predict_args)
+        IsotonicRecalibrated(base=DeepEnsemble()).predict_proba(*problem.predict_args)
 
 
 def test_bad_arrays_are_named():
-    with pytest.raises(ValueError, match=r"DropoutVI: X must be a non-empty 2-D array"):
+    # scikit-learn's validation (validate_data): its messages, which name the array and the estimator
+    with pytest.raises(ValueError, match=r"Expected 2D array, got 1D array instead"):
         DropoutVI(epochs=1).fit(np.zeros(5), np.zeros(5))
-    with pytest.raises(ValueError, match=r"DropoutVI: y must be 1-D with one target per row of X \(5\)"):
+    with pytest.raises(ValueError, match=r"inconsistent numbers of samples: \[5, 4\]"):
         DropoutVI(epochs=1).fit(np.zeros((5, 1)), np.zeros(4))
+    with pytest.raises(ValueError, match=r"Input X contains NaN.\nDropoutVI does not accept missing values"):
+        DropoutVI(epochs=1).fit(np.full((5, 1), np.nan), np.zeros(5))
+    fitted = DropoutVI(epochs=1, mc_samples=2, random_state=0).fit(np.zeros((8, 2)), np.arange(8.0))
+    with pytest.raises(ValueError, match=r"X has 1 features, but DropoutVI is expecting 2 features as input"):
+        fitted.predict(np.zeros((3, 1)))
 
 
 def test_train_goes_through_fit_and_predict(tmp_path):
@@ -54,7 +60,7 @@ def test_train_goes_through_fit_and_predict(tmp_path):
     train, test = np.asarray(ctx.split["train"]), np.asarray(ctx.split["test"])
     estimator = DeepEnsemble(ctx.params)
     estimator.runtime = ctx.runtime
-    prediction = estimator.fit(ctx.data.X[train], ctx.data.y[train]).predict(ctx.data.X[test])
+    prediction = estimator.fit(ctx.data.X[train], ctx.data.y[train]).predict_proba(ctx.data.X[test])
     assert isinstance(prediction, GaussianPredictive)
     np.testing.assert_array_equal(saved["mean"], prediction.mean)
     np.testing.assert_array_equal(saved["std"], prediction.std)
@@ -63,14 +69,14 @@ def test_train_goes_through_fit_and_predict(tmp_path):
 
 def test_isotonic_on_a_fitted_base_reuses_its_pits_and_is_a_monotone_map():
     problem = noisy_sine(np.random.default_rng(1))
-    base = DeepEnsemble(epochs=3, n_members=2, hidden=16, seed=0).fit(*problem.fit_args)
+    base = DeepEnsemble(epochs=3, n_members=2, hidden=16, random_state=0).fit(*problem.fit_args)
     weights = [p.detach().clone() for p in base.nets_[0].parameters()]
     model = IsotonicRecalibrated(base=base, fit_on="train", endpoint_fix=True).fit(*problem.fit_args)
     assert all(np.array_equal(a, b.detach()) for a, b in zip(weights, base.nets_[0].parameters(), strict=True))
-    prediction = model.predict(*problem.predict_args)
+    prediction = model.predict_proba(*problem.predict_args)
     assert isinstance(prediction, RecalibratedPredictive)
     # F'(y) = R(F(y)), R interpolating the knots fitted on the base's training PITs (endpoint fix: i/(m+1)).
-    base_pit = base.predict(*problem.predict_args).pit(problem.y)
+    base_pit = base.predict_proba(*problem.predict_args).pit(problem.y)
     u, r = model.recalibration_.u, model.recalibration_.r
     np.testing.assert_allclose(prediction.pit(problem.y), np.interp(base_pit, u, r), rtol=0, atol=1e-12)
     assert model.n_recalibration_ == len(problem.fit_args[1])  # every training row: nothing held out

@@ -38,21 +38,21 @@ def test_predict_before_fit_raises():
     problem = noisy_sine(np.random.default_rng(0))
     for estimator in (RioNetwork(), ResidualIOGP()):
         with pytest.raises(NotFittedError):
-            estimator.predict(*problem.predict_args)
+            estimator.predict_proba(*problem.predict_args)
 
 
 def test_rio_on_a_fitted_network_keeps_it_and_adds_the_gp_mean_to_its_output():
     problem = noisy_sine(np.random.default_rng(2))
     X, y = problem.fit_args
     (X_test,) = problem.predict_args
-    network = RioNetwork(max_epochs=20, seed=0).fit(X, y)
+    network = RioNetwork(max_epochs=20, random_state=0).fit(X, y)
     weights = [p.detach().clone() for p in network.net_.parameters()]
-    rio = ResidualIOGP(base=network, max_iter=20, n_inducing=10, seed=0).fit(X, y)
+    rio = ResidualIOGP(base=network, max_iter=20, n_inducing=10, random_state=0).fit(X, y)
     assert rio.base is network
     assert all(np.array_equal(a, b.detach()) for a, b in zip(weights, network.net_.parameters(), strict=True))
-    prediction = rio.predict(X_test)
+    prediction = rio.predict_proba(X_test)
     # Eq. (7) by hand: y_hat + the GP's mean at [x standardised with the training statistics, y_hat].
-    yhat = network.predict(X_test).mean
+    yhat = network.predict_proba(X_test).mean
     xs = (X_test - X.mean(axis=0)) / X.std(axis=0)
     gp_mean, gp_var = rio.result_.predict(np.column_stack([xs, yhat]))
     np.testing.assert_allclose(prediction.mean, yhat + gp_mean, rtol=1e-12)
@@ -61,8 +61,8 @@ def test_rio_on_a_fitted_network_keeps_it_and_adds_the_gp_mean_to_its_output():
 
 def test_network_predictive_is_its_validation_rmse():
     problem = noisy_sine(np.random.default_rng(3))
-    network = RioNetwork(max_epochs=10, seed=0).fit(*problem.fit_args)
-    prediction = network.predict(*problem.predict_args)
+    network = RioNetwork(max_epochs=10, random_state=0).fit(*problem.fit_args)
+    prediction = network.predict_proba(*problem.predict_args)
     assert isinstance(prediction, GaussianPredictive)
     np.testing.assert_array_equal(prediction.std, network.fit_info_["val_rmse"])
 
@@ -78,12 +78,13 @@ def test_train_goes_through_fit_and_predict(tmp_path):
     X, y = ctx._table.X, ctx._table.y
     network = RioNetwork(nn_ctx.params)
     network.runtime = nn_ctx.runtime
+    network.fit(X[train], y[train])  # a fitted base is used as it is (an unfitted one would be cloned)
     rio = ResidualIOGP(ctx.params, base=network)
     rio.runtime = ctx.runtime
-    prediction = rio.fit(X[train], y[train]).predict(X[test])
+    prediction = rio.fit(X[train], y[train]).predict_proba(X[test])
     nn_saved = pd.read_parquet(nn_ctx.run_dir / "predictions.parquet")
     rio_saved = pd.read_parquet(ctx.run_dir / "predictions.parquet")
-    np.testing.assert_array_equal(nn_saved["mean"], network.predict(X[test]).mean)
+    np.testing.assert_array_equal(nn_saved["mean"], network.predict_proba(X[test]).mean)
     np.testing.assert_array_equal(rio_saved["mean"], prediction.mean)
     np.testing.assert_array_equal(rio_saved["std"], prediction.std)
 

@@ -23,7 +23,8 @@ import pandas as pd
 
 from uqcal.core.predictive import GaussianPredictive, RecalibratedPredictive
 from uqcal.core.recalibration import VarianceScaling as LibraryVarianceScaling
-from uqcal.methods.api import Method, RunContext
+from uqcal.methods.api import RunContext
+from uqcal.methods.estimator import ProbabilisticRegressor
 
 QUANTILE_LEVELS = (0.025, 0.05, 0.16, 0.84, 0.95, 0.975)
 
@@ -42,12 +43,12 @@ class _SavedBaseRun:
             raise ValueError(f"{run_dir}: not a Gaussian predictive (missing {missing} or has pit)")
         self.frame = frame
 
-    def predict(self, positions) -> GaussianPredictive:
+    def predict_proba(self, positions) -> GaussianPredictive:
         rows = np.asarray(positions, dtype=np.int64).reshape(-1)
         return GaussianPredictive(self.frame["mean"].to_numpy(float)[rows], self.frame["std"].to_numpy(float)[rows])
 
 
-class PostHocRecalibration(Method):
+class PostHocRecalibration(ProbabilisticRegressor):
     """A Gaussian model recalibrated after the fact on data its base did not train on (the arena's ``_iso`` and
     ``_vs`` methods). ``base``: any estimator whose ``predict`` returns a ``GaussianPredictive`` (qr's, rio's,
     MarginalGaussian), fitted or not.
@@ -65,19 +66,32 @@ class PostHocRecalibration(Method):
         self.base = base
 
     def fit(self, X, y) -> PostHocRecalibration:
+        """Fit the base (a clone on the rows not held out, unless it is fitted) and the map on held-out rows.
+
+        Parameters
+        ----------
+        X : array_like of shape (n, d)
+        y : array_like of shape (n,)
+
+        Returns
+        -------
+        PostHocRecalibration
+            self, fitted (``base_`` the base used).
+        """
         if self.base is None:
             raise ValueError(f"{type(self).__name__}: base is None; pass base= a Gaussian estimator")
-        X, y = np.asarray(X), np.asarray(y, dtype=np.float64)
-        if y.ndim != 1 or len(X) != y.size:
-            raise ValueError(f"{type(self).__name__}: y must be 1-D with one target per row of X ({len(X)}), "
-                             f"got shape {y.shape}")
-        if not getattr(self.base, "fitted_", False):
+        X, y = self.fit_arrays(X, y)
+        if getattr(self.base, "fitted_", False):
+            self.base_ = self.base
+        else:
+            from sklearn.base import clone
+
             order = self.runtime.rng(1).permutation(y.size)
             n_val = max(2, int(round(self.params["val_fraction"] * y.size)))
             validation, train = np.sort(order[:n_val]), np.sort(order[n_val:])
-            self.base.fit(X[train], y[train])
+            self.base_ = clone(self.base).fit(X[train], y[train])
             X, y = X[validation], y[validation]
-        prediction = self.base.predict(X)
+        prediction = self.base_.predict_proba(X)
         if not isinstance(prediction, GaussianPredictive):
             raise TypeError(f"{type(self).__name__}: the base must predict a GaussianPredictive, got "
                             f"{type(prediction).__name__}")
@@ -86,14 +100,24 @@ class PostHocRecalibration(Method):
         self.fitted_ = True
         return self
 
-    def predict(self, X):
-        self.check_fitted()
-        return self.transform(self.base.predict(X))
+    def predict_proba(self, X):
+        """The base's predictive, recalibrated.
+
+        Parameters
+        ----------
+        X : array_like of shape (n, d)
+
+        Returns
+        -------
+        RegressionPredictive
+        """
+        X = self.predict_array(X)
+        return self.recalibrate(self.base_.predict_proba(X))
 
     def fit_map(self, prediction: GaussianPredictive, y: np.ndarray) -> None:
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def transform(self, prediction: GaussianPredictive):
+    def recalibrate(self, prediction: GaussianPredictive):
         raise NotImplementedError  # pragma: no cover - abstract
 
     def train(self, ctx: RunContext) -> None:
@@ -107,8 +131,8 @@ class PostHocRecalibration(Method):
         n_validation = len(validation_part(self.base.frame, ctx.load_split()))
         positions = np.arange(y.size)[:, None]
         start = time.perf_counter()
-        prediction = self.fit(positions[:n_validation], y[:n_validation]).predict(positions)
-        frame, model, stats = self.outputs(prediction, self.base.predict(positions), y)
+        prediction = self.fit(positions[:n_validation], y[:n_validation]).predict_proba(positions)
+        frame, model, stats = self.outputs(prediction, self.base.predict_proba(positions), y)
         stats = {**stats, "recal_seconds": time.perf_counter() - start, "n_validation": self.n_validation_}
         ctx.save_outputs(frame, {**model, "base_run": str(ctx.depends_dir)}, stats)
 
@@ -120,14 +144,14 @@ class PostHocRecalibration(Method):
 
 class VarianceScaling(PostHocRecalibration):
     """N(mu, s^2 sigma^2) with the NLL-optimal factor s = sqrt(mean z^2) on the recalibration data
-    (``variance_scale``); ``predict`` -> ``GaussianPredictive``.
+    (``variance_scale``); ``predict_proba`` -> ``GaussianPredictive``.
 
     >>> import numpy as np
     >>> from uqcal.methods.arena import VarianceScaling
     >>> from uqcal.methods.reference_predictors import MarginalGaussian
     >>> X, y = np.zeros((40, 1)), np.random.default_rng(0).normal(size=40)
-    >>> model = VarianceScaling(base=MarginalGaussian(), seed=0).fit(X, y)
-    >>> model.predict(X[:3]).std.shape
+    >>> model = VarianceScaling(base=MarginalGaussian(), random_state=0).fit(X, y)
+    >>> model.predict_proba(X[:3]).std.shape
     (3,)
     """
 
@@ -135,7 +159,7 @@ class VarianceScaling(PostHocRecalibration):
         self.recalibrator_ = LibraryVarianceScaling().fit(prediction, y)
         self.scale_ = self.recalibrator_.scale_
 
-    def transform(self, prediction) -> GaussianPredictive:
+    def recalibrate(self, prediction) -> GaussianPredictive:
         return self.recalibrator_.transform(prediction)
 
     def outputs(self, prediction, base, y):
@@ -145,14 +169,14 @@ class VarianceScaling(PostHocRecalibration):
 
 class IsotonicOnValidation(PostHocRecalibration):
     """G(y) = R(Phi((y - mu) / sigma)) with R the isotonic map of the recalibration PITs (``endpoint_fix``:
-    levels i/(m+1) and the knot (1, 1), no truncated support); ``predict`` -> ``RecalibratedPredictive``.
+    levels i/(m+1) and the knot (1, 1), no truncated support); ``predict_proba`` -> ``RecalibratedPredictive``.
 
     >>> import numpy as np
     >>> from uqcal.methods.arena import IsotonicOnValidation
     >>> from uqcal.methods.reference_predictors import MarginalGaussian
     >>> X, y = np.zeros((40, 1)), np.random.default_rng(0).normal(size=40)
-    >>> model = IsotonicOnValidation(base=MarginalGaussian(), seed=0).fit(X, y)
-    >>> bool(np.all(np.diff(model.predict(X[:3]).cdf(np.array([-1.0, 0.0, 1.0]))) >= 0))
+    >>> model = IsotonicOnValidation(base=MarginalGaussian(), random_state=0).fit(X, y)
+    >>> bool(np.all(np.diff(model.predict_proba(X[:3]).cdf(np.array([-1.0, 0.0, 1.0]))) >= 0))
     True
     """
 
@@ -166,8 +190,8 @@ class IsotonicOnValidation(PostHocRecalibration):
         pit = ndtr((y - prediction.mean) / prediction.std)
         self.recalibration_ = StandardisedRecalibration(*isotonic_knots(pit, bool(self.params["endpoint_fix"])))
 
-    def transform(self, prediction) -> RecalibratedPredictive:
-        return self.recalibration_.recalibrate(prediction)
+    def recalibrate(self, prediction) -> RecalibratedPredictive:
+        return self.recalibration_.recalibrate(prediction, float(self.params["logpdf_floor"]))
 
     def outputs(self, prediction, base, y):
         recalibration = self.recalibration_

@@ -41,10 +41,11 @@ import torch
 from uqcal.core.gp.failures import FitFailures
 from uqcal.core.predictive import GaussianPredictive, RecalibratedPredictive, RegressionPredictive
 from uqcal.data.objectives import Dimension, Objective, get_objective
-from uqcal.methods.api import Method, ParameterError, RunContext, load_predictions
+from uqcal.methods.api import ParameterError, RunContext, load_predictions
 from uqcal.methods.bo.acquisition import ACQUISITIONS, CALIBRATED_ACQ_MODES, CalibratedAcquisition
 from uqcal.methods.bo.pit_recalibrator import RECALIBRATORS, RecalibrationMap, fit_recalibration
 from uqcal.methods.bo.surrogate import KERNELS, PIT_MODES, fit_gp, heldout_pit
+from uqcal.methods.estimator import Method
 from uqcal.metrics import calibration_score as shared_calibration_score
 
 SETTING_KEYS = {"acquisition", "budget", "n_init", "target_tol", "initial_design", "initial_box", "stuck_above",
@@ -312,7 +313,7 @@ class RandomSearchBO(_BOBase):
     ``minimize`` does not use: it draws each point uniformly from the search box.
 
     >>> import numpy as np
-    >>> search = RandomSearchBO(seed=0)
+    >>> search = RandomSearchBO(random_state=0)
     >>> result = search.minimize(lambda X: (X[:, 0] - 0.3) ** 2, bounds=[[0.0], [1.0]], n_iterations=5)
     >>> result.x.shape, result.y.shape
     ((8, 1), (8,))
@@ -390,7 +391,7 @@ class CalibratedBO(_BOBase):
     costs several times the work.
 
     >>> import numpy as np
-    >>> bo = CalibratedBO(calibrate=True, num_restarts=2, raw_samples=32, snapshot_grid=0, seed=0)
+    >>> bo = CalibratedBO(calibrate=True, num_restarts=2, raw_samples=32, snapshot_grid=0, random_state=0)
     >>> result = bo.minimize(lambda X: np.sin(3 * X[:, 0]) + X[:, 0], bounds=[[0.0], [2.0]], n_iterations=3,
     ...                      n_initial=5, acquisition="ucb")
     >>> result.x.shape, len(result.forecasts)
@@ -413,9 +414,9 @@ class CalibratedBO(_BOBase):
         "snapshot_grid": 201,         # 1-D objectives: save intervals on this grid every iteration
     }
 
-    def __init__(self, params: dict[str, Any] | None = None, /, *, seed: int = 0, device: Any = "cpu",
+    def __init__(self, params: dict[str, Any] | None = None, /, *, random_state=None, device: Any = "cpu",
                  **kwargs: Any):
-        super().__init__(params, seed=seed, device=device, **kwargs)
+        super().__init__(params, random_state=random_state, device=device, **kwargs)
         for key, allowed in CHOICES.items():
             if self.params[key] not in allowed:
                 raise ParameterError(f"{type(self).__name__}.{key}: {self.params[key]!r} is not one of "

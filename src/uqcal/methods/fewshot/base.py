@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from uqcal.core.predictive import CategoricalPredictive
-from uqcal.methods.api import Method, ParameterError, RunContext
+from uqcal.methods.api import ParameterError, RunContext
+from uqcal.methods.estimator import Method
 
 # Column prefixes of the recalibrated predictives (temperature_scaling.py): the authors' temperature pair chosen
 # by validation ECE / by validation MCE; one temperature chosen by validation NLL.
@@ -182,9 +183,9 @@ class FewShotClassifier(Method):
     # String parameters and their allowed values (checked by the constructor, naming the key).
     choices: dict[str, tuple[str, ...]] = {}
 
-    def __init__(self, params: dict[str, Any] | None = None, /, *, seed: int = 0, device: Any = "cpu",
+    def __init__(self, params: dict[str, Any] | None = None, /, *, random_state=None, device: Any = "cpu",
                  **kwargs: Any):
-        super().__init__(params, seed=seed, device=device, **kwargs)
+        super().__init__(params, random_state=random_state, device=device, **kwargs)
         where = type(self).__name__
         for key, allowed in self.choices.items():
             value = self.params[key]

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from uqcal.methods.api import Method, ParameterError, RunContext, Runtime
+from uqcal.methods.api import ParameterError, RunContext, Runtime
+from uqcal.methods.estimator import Method
 from uqcal.methods.metareg.predictive import from_standardised
 from uqcal.methods.metareg.tasks import choose_tasks, features, load_arrays, predictions_frame, split_arrays, targets
 
@@ -361,8 +362,8 @@ class MetaRegMethod(Method):
     # Set by ``train``: where an interrupted pipeline run's meta-training resumes (uqcal.core.resume).
     checkpoint = None
 
-    def __init__(self, params=None, /, *, seed: int = 0, device="cpu", **kwargs):
-        super().__init__(params, seed=seed, device=device, **kwargs)
+    def __init__(self, params=None, /, *, random_state=None, device="cpu", **kwargs):
+        super().__init__(params, random_state=random_state, device=device, **kwargs)
         for key, allowed in self.choices.items():
             if self.params[key] not in allowed:
                 raise ParameterError(f"{type(self).__name__}.{key}: expected one of {list(allowed)}, got "

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from uqcal.core.predictive import GaussianPredictive
-from uqcal.methods.api import REFERENCE_RESOURCES, Method, RunContext
+from uqcal.methods.api import REFERENCE_RESOURCES, RunContext
+from uqcal.methods.estimator import Method
 from uqcal.methods.metareg.tasks import load_arrays, predictions_frame, targets
 
 

@@ -143,7 +143,7 @@ class MetaCal(EpisodicMetaMethod):
     >>> from uqcal.methods.metareg import MetaCal
     >>> rng = np.random.default_rng(0)
     >>> tasks = [(x, np.sin(x[:, 0] + rng.uniform(0, 3))) for x in rng.uniform(-3, 3, (8, 50, 1))]
-    >>> model = MetaCal(epochs=3, seed=0).fit(tasks, n_support=5, n_query=10)
+    >>> model = MetaCal(epochs=3, random_state=0).fit(tasks, n_support=5, n_query=10)
     >>> x = rng.uniform(-3, 3, (15, 1))
     >>> prediction = model.predict(x[:5], np.sin(x[:5, 0]), x[5:])   # h of Eq. (9), a RecalibratedPredictive
     >>> lower, upper = prediction.interval(0.9)

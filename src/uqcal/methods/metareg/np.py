@@ -32,7 +32,7 @@ class NeuralProcess(EpisodicMetaMethod):
     >>> from uqcal.methods.metareg import NeuralProcess
     >>> rng = np.random.default_rng(0)
     >>> tasks = [(x, np.sin(x[:, 0] + rng.uniform(0, 3))) for x in rng.uniform(-3, 3, (8, 50, 1))]
-    >>> process = NeuralProcess(epochs=3, seed=1).fit(tasks, n_support=5, n_query=10)
+    >>> process = NeuralProcess(epochs=3, random_state=1).fit(tasks, n_support=5, n_query=10)
     >>> x = rng.uniform(-3, 3, (15, 1))
     >>> process.predict(x[:5], np.sin(x[:5, 0]), x[5:]).mean.shape
     (10,)

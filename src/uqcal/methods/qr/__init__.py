@@ -62,6 +62,7 @@ _PUBLIC = {
     "HeteroscedasticMLP": "uqcal.methods.qr.gaussian_nets:HeteroscedasticMLP",
     "train_member": "uqcal.methods.qr.gaussian_nets:train_member",
     "mixture_moments": "uqcal.methods.qr.gaussian_nets:mixture_moments",
+    "QuantileRegularizer": "uqcal.methods.qr.entropy:QuantileRegularizer",
 }
 __all__ = [
     "FAMILY",
@@ -73,5 +74,6 @@ __all__ = [
     "HeteroscedasticMLP",
     "train_member",
     "mixture_moments",
+    "QuantileRegularizer",
 ]
 __getattr__, __dir__ = lazy_getattr(__name__, _PUBLIC)

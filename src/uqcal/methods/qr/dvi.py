@@ -18,7 +18,7 @@ class DropoutVI(GaussianNetMethod):
     >>> from uqcal.methods.qr import DropoutVI
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-2, 2, (64, 1)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=64)
-    >>> prediction = DropoutVI(epochs=2, mc_samples=4, lam=1.0, seed=0).fit(X, y).predict(X[:5])
+    >>> prediction = DropoutVI(epochs=2, mc_samples=4, lam=1.0, random_state=0).fit(X, y).predict_proba(X[:5])
     >>> prediction.mean.shape, bool((prediction.std > 0).all())
     ((5,), True)
     """

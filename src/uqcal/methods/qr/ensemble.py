@@ -25,7 +25,7 @@ class DeepEnsemble(GaussianNetMethod):
     >>> from uqcal.methods.qr import DeepEnsemble
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-2, 2, (64, 1)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=64)
-    >>> prediction = DeepEnsemble(epochs=2, n_members=2, seed=0).fit(X, y).predict(X[:5])
+    >>> prediction = DeepEnsemble(epochs=2, n_members=2, random_state=0).fit(X, y).predict_proba(X[:5])
     >>> prediction.mean.shape, bool((prediction.std > 0).all())
     ((5,), True)
     """

@@ -17,9 +17,9 @@ import torch
 from torch import nn
 
 from uqcal.core.predictive import GaussianPredictive
-from uqcal.methods.api import Method, RunContext
+from uqcal.methods.api import RunContext
+from uqcal.methods.estimator import ProbabilisticRegressor
 from uqcal.methods.qr.entropy import SORTS, QuantileRegularizer, gaussian_nll, gaussian_pit
-from uqcal.methods.reference_predictors import regression_arrays
 
 VARIANCE_RULES = ("mixture", "authors")
 ADVERSARIAL = ("none", "fgsm", "fgsm_authors")
@@ -148,7 +148,7 @@ def check_choice(owner: str, key: str, value, allowed: tuple[str, ...]) -> None:
         raise ValueError(f"{owner}.{key}: expected one of {list(allowed)}, got {value!r}")
 
 
-class GaussianNetMethod(Method):
+class GaussianNetMethod(ProbabilisticRegressor):
     """Common estimator of Dropout VI and the Deep Ensemble: ``n_members`` heteroscedastic MLPs, each predicted
     with ``mc_samples`` passes, pooled as one moment-matched Gaussian (``mixture_moments``).
 
@@ -174,7 +174,19 @@ class GaussianNetMethod(Method):
         check_choice(owner, "sort", p["sort"], SORTS)
 
     def fit(self, X, y) -> GaussianNetMethod:
-        X, y = regression_arrays(type(self).__name__, X, y)
+        """Train the nets on (X, y) (standardised inside).
+
+        Parameters
+        ----------
+        X : array_like of shape (n, d)
+        y : array_like of shape (n,)
+
+        Returns
+        -------
+        GaussianNetMethod
+            self, fitted.
+        """
+        X, y = self.fit_arrays(X, y)
         p, runtime = self.params, self.runtime
         runtime.seed_everything()  # the nets' initial weights (torch's global stream)
         scale = self.scale_ = Standardiser.from_arrays(X, y)
@@ -234,9 +246,18 @@ class GaussianNetMethod(Method):
             self._pits[part] = self._standardised_pit(X, y)
         return self._pits[part]
 
-    def predict(self, X) -> GaussianPredictive:
-        self.check_fitted()
-        X, _ = regression_arrays(type(self).__name__, X)
+    def predict_proba(self, X) -> GaussianPredictive:
+        """The nets' pooled Gaussian in y's units.
+
+        Parameters
+        ----------
+        X : array_like of shape (n, d)
+
+        Returns
+        -------
+        GaussianPredictive
+        """
+        X = self.predict_array(X)
         mean, std = self._standardised_moments(X)
         scale = self.scale_
         return GaussianPredictive(scale.y_mean + scale.y_std * mean, scale.y_std * std)
@@ -267,7 +288,7 @@ class GaussianNetMethod(Method):
         table, split = ctx.load_data(), ctx.load_split()
         train_rows, test_rows = np.asarray(split["train"], int), np.asarray(split["test"], int)
         X_all, y_all = np.asarray(table.X, float), np.asarray(table.y, float)
-        prediction = self.fit(X_all[train_rows], y_all[train_rows]).predict(X_all[test_rows])
+        prediction = self.fit(X_all[train_rows], y_all[train_rows]).predict_proba(X_all[test_rows])
         predictions = pd.DataFrame({"y": y_all[test_rows], "mean": prediction.mean, "std": prediction.std})
         scale = self.scale_
         model = {

@@ -18,7 +18,8 @@ import pandas as pd
 
 from uqcal.core.io import load_torch
 from uqcal.core.predictive import GaussianPredictive, RecalibratedPredictive
-from uqcal.methods.api import Method, RunContext
+from uqcal.methods.api import RunContext
+from uqcal.methods.estimator import ProbabilisticRegressor
 from uqcal.methods.qr.isotonic_gaussian import StandardisedRecalibration, isotonic_knots
 
 QUANTILE_LEVELS = (0.025, 0.05, 0.16, 0.84, 0.95, 0.975)
@@ -71,31 +72,32 @@ class _SavedBaseRun:
         self.train_pit_, self.calibration_pit_ = (np.asarray(saved[k], float) for k in ("train_pit", "calibration_pit"))
         self.predictions = pd.read_parquet(run_dir / "predictions.parquet")
 
-    def predict(self, X) -> GaussianPredictive:
+    def predict_proba(self, X) -> GaussianPredictive:
         if len(X) != len(self.predictions):
             raise ValueError(f"the base run predicted {len(self.predictions)} rows, asked for {len(X)}")
         return GaussianPredictive(self.predictions["mean"].to_numpy(float), self.predictions["std"].to_numpy(float))
 
 
-class IsotonicRecalibrated(Method):
+class IsotonicRecalibrated(ProbabilisticRegressor):
     """A qr Gaussian model recalibrated by an isotonic map of its PITs (Kuleshov et al. 2018; QR Tables 4-5).
 
     Parameters: ``fit_on`` (``"train"``: the PITs of the rows the base trained on, as the paper;
     ``"calibration"``: of the part the base held out, ``calibration_fraction`` > 0), ``endpoint_fix`` (the
-    knot (1, 1) with levels i/(m+1): no truncated support, Sec. 3), ``logpdf_floor`` (pipeline predictions only).
+    knot (1, 1) with levels i/(m+1): no truncated support, Sec. 3),
+    ``logpdf_floor`` (the floor of the log density, as the pipeline's predictions).
     ``base``: a DropoutVI or DeepEnsemble, fitted or not.
 
     ``fit(X, y)``: X (n, d), y (n,); fits ``base`` on them unless it is fitted already (then X and y are not
-    used), and fits the map on the PITs the base kept from its own fit. ``predict(X)`` ->
+    used), and fits the map on the PITs the base kept from its own fit. ``predict_proba(X)`` ->
     ``RecalibratedPredictive``: the base's Gaussian with its CDF composed with the map.
 
     >>> import numpy as np
     >>> from uqcal.methods.qr import DeepEnsemble, IsotonicRecalibrated
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-2, 2, (80, 1)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=80)
-    >>> base = DeepEnsemble(epochs=2, n_members=2, calibration_fraction=0.25, seed=0)
+    >>> base = DeepEnsemble(epochs=2, n_members=2, calibration_fraction=0.25, random_state=0)
     >>> model = IsotonicRecalibrated(base=base, fit_on="calibration").fit(X, y)
-    >>> prediction = model.predict(X[:3])
+    >>> prediction = model.predict_proba(X[:3])
     >>> bool(np.all((prediction.pit(y[:3]) >= 0) & (prediction.pit(y[:3]) <= 1)))
     True
     """
@@ -111,12 +113,29 @@ class IsotonicRecalibrated(Method):
         self.base = base
 
     def fit(self, X, y) -> IsotonicRecalibrated:
+        """Fit ``base`` (a clone, unless it is fitted) and the isotonic map of its kept PITs.
+
+        Parameters
+        ----------
+        X : array_like of shape (n, d)
+        y : array_like of shape (n,)
+
+        Returns
+        -------
+        IsotonicRecalibrated
+            self, fitted (``base_`` the base used).
+        """
         if self.base is None:
             raise ValueError(f"{type(self).__name__}: base is None; pass base=DropoutVI(...) or DeepEnsemble(...)")
-        if not getattr(self.base, "fitted_", False):
-            self.base.fit(X, y)
+        X, y = self.fit_arrays(X, y)
+        if getattr(self.base, "fitted_", False):
+            self.base_ = self.base
+        else:
+            from sklearn.base import clone
+
+            self.base_ = clone(self.base).fit(X, y)
         fit_on = self.params["fit_on"]
-        pit = np.asarray(self.base.train_pit_ if fit_on == "train" else self.base.calibration_pit_, float)
+        pit = np.asarray(self.base_.train_pit_ if fit_on == "train" else self.base_.calibration_pit_, float)
         if pit.size < 2:
             raise ValueError(f"{type(self).__name__}: the base kept {pit.size} {fit_on} PITs; fit_on: calibration "
                              "needs a base with calibration_fraction > 0")
@@ -125,9 +144,19 @@ class IsotonicRecalibrated(Method):
         self.fitted_ = True
         return self
 
-    def predict(self, X) -> RecalibratedPredictive:
-        self.check_fitted()
-        return self.recalibration_.recalibrate(self.base.predict(X))
+    def predict_proba(self, X) -> RecalibratedPredictive:
+        """The base's Gaussian with its CDF composed with the isotonic map.
+
+        Parameters
+        ----------
+        X : array_like of shape (n, d)
+
+        Returns
+        -------
+        RecalibratedPredictive
+        """
+        X = self.predict_array(X)
+        return self.recalibration_.recalibrate(self.base_.predict_proba(X), float(self.params["logpdf_floor"]))
 
     def train(self, ctx: RunContext) -> None:
         if ctx.depends_dir is None:
@@ -138,7 +167,7 @@ class IsotonicRecalibrated(Method):
         X, y = np.asarray(table.X, float), np.asarray(table.y, float)
         train_rows, test_rows = np.asarray(split["train"], int), np.asarray(split["test"], int)
         try:
-            prediction = self.fit(X[train_rows], y[train_rows]).predict(X[test_rows])
+            prediction = self.fit(X[train_rows], y[train_rows]).predict_proba(X[test_rows])
         except ValueError as exc:
             raise ValueError(f"{ctx.method}: base run {ctx.depends_dir}: {exc}") from exc
         frame, diagnostics = recalibrated_predictions(y[test_rows], prediction.base.mean,

@@ -22,8 +22,7 @@ from torch import nn
 from uqcal.core.io import load_torch
 from uqcal.core.nn import mlp
 from uqcal.core.predictive import GaussianPredictive
-from uqcal.methods.api import Method
-from uqcal.methods.reference_predictors import regression_arrays
+from uqcal.methods.estimator import ProbabilisticRegressor
 from uqcal.methods.rio.holdout import apply_per_dataset, input_standardisation, load_holdout
 
 RMSPROP_ALPHA, RMSPROP_EPS = 0.9, 1e-7  # Keras RMSprop(0.001): rho 0.9, epsilon 1e-7
@@ -130,7 +129,7 @@ def load_network(run_dir, device: torch.device | str = "cpu") -> tuple[nn.Sequen
     return net, saved
 
 
-class RioNetwork(Method):
+class RioNetwork(ProbabilisticRegressor):
     """`nn`: the standard network RIO augments; its predictions are the baseline row of Table 1.
 
     Parameters (``defaults``): ``hidden``, ``depth`` (the MLP), ``lr``, ``max_epochs``, ``patience``,
@@ -138,7 +137,7 @@ class RioNetwork(Method):
     ``restore_best``; ``per_dataset`` (pipeline only: ``{dataset: {param: value}}``).
 
     ``fit(X, y)``: X (n, d) floats, standardised inside with their own statistics; y (n,) raw targets (the
-    network fits them unscaled, as the authors' code). ``predict(X)`` -> ``GaussianPredictive``: the network's
+    network fits them unscaled, as the authors' code). ``predict_proba(X)`` -> ``GaussianPredictive``: the network's
     output as the mean, and one std for every point, the RMSE on the network's own validation part. The paper
     gives the network no predictive distribution; this homoscedastic Gaussian is ours (held-out, so not shrunk
     by overfitting), and so is its NLPD.
@@ -147,7 +146,7 @@ class RioNetwork(Method):
     >>> from uqcal.methods.rio import RioNetwork
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-2, 2, (60, 2)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=60)
-    >>> prediction = RioNetwork(max_epochs=5, seed=0).fit(X, y).predict(X[:4])
+    >>> prediction = RioNetwork(max_epochs=5, random_state=0).fit(X, y).predict_proba(X[:4])
     >>> prediction.mean.shape, bool(np.all(prediction.std == prediction.std[0]))
     ((4,), True)
     """
@@ -165,7 +164,20 @@ class RioNetwork(Method):
     }
 
     def fit(self, X, y) -> RioNetwork:
-        X, y = regression_arrays(type(self).__name__, X, y)
+        """Train the network on (X, y).
+
+        Parameters
+        ----------
+        X : array_like of shape (n, d)
+        y : array_like of shape (n,)
+            Raw targets.
+
+        Returns
+        -------
+        RioNetwork
+            self, fitted.
+        """
+        X, y = self.fit_arrays(X, y)
         p = self.params
         self.x_mean_, self.x_std_ = input_standardisation(X)
         self.net_, self.fit_info_ = train_network(
@@ -190,9 +202,18 @@ class RioNetwork(Method):
         """X in the units the network reads: (X - the training mean) / the training std, per column."""
         return (X - self.x_mean_) / self.x_std_
 
-    def predict(self, X) -> GaussianPredictive:
-        self.check_fitted()
-        X, _ = regression_arrays(type(self).__name__, X)
+    def predict_proba(self, X) -> GaussianPredictive:
+        """The network's output with its validation RMSE as the std.
+
+        Parameters
+        ----------
+        X : array_like of shape (n, d)
+
+        Returns
+        -------
+        GaussianPredictive
+        """
+        X = self.predict_array(X)
         mean = network_predict(self.net_, self.standardise(X))
         return GaussianPredictive(mean, np.full_like(mean, self.std_))
 
@@ -204,6 +225,7 @@ class RioNetwork(Method):
         fitted.net_, fitted.saved_ = net, saved
         fitted.x_mean_, fitted.x_std_ = np.asarray(saved["x_mean"], float), np.asarray(saved["x_std"], float)
         fitted.std_ = float(saved["std"])
+        fitted.n_features_in_ = int(saved["in_dim"])
         fitted.fitted_ = True
         return fitted
 
@@ -212,7 +234,7 @@ class RioNetwork(Method):
         self.runtime = ctx.runtime
         self.params = apply_per_dataset(self.params, ctx.dataset, self.defaults)
         data = load_holdout(ctx)
-        prediction = self.fit(data.x_train, data.y_train).predict(data.x_test)
+        prediction = self.fit(data.x_train, data.y_train).predict_proba(data.x_test)
         predictions = pd.DataFrame({"row": data.test_rows, "y": data.y_test, "mean": prediction.mean,
                                     "std": prediction.std})
         p, info = self.params, self.fit_info_

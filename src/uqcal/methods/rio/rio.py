@@ -15,8 +15,8 @@ import pandas as pd
 import torch
 
 from uqcal.core.predictive import GaussianPredictive
-from uqcal.methods.api import Method, load_predictions
-from uqcal.methods.reference_predictors import regression_arrays
+from uqcal.methods.api import load_predictions
+from uqcal.methods.estimator import ProbabilisticRegressor
 from uqcal.methods.rio.holdout import apply_per_dataset, input_standardisation, load_holdout
 from uqcal.methods.rio.network import RioNetwork
 from uqcal.methods.rio.svgp import KERNEL_INPUTS, fit_svgp
@@ -25,7 +25,7 @@ TARGETS = ("residual", "y")
 OPTIMIZERS = ("lbfgs", "adam")
 
 
-class ResidualIOGP(Method):
+class ResidualIOGP(ProbabilisticRegressor):
     """RIO (R+IO) and its variants: a sparse variational GP on a network's residuals or on the targets, with the
     I/O kernel or one of its halves (Sec. 3-4; ``target`` and ``kernel_inputs``, the module's docstring).
 
@@ -33,10 +33,10 @@ class ResidualIOGP(Method):
     (``"lbfgs"``: L-BFGS-B as the paper, ``max_iter``, ``lbfgs_history``; ``"adam"``: ``batch_size``,
     ``epochs``, ``lr``), ``minibatch_above``, ``scale_targets``, ``centre_targets``, ``standardise_yhat``;
     ``per_dataset`` (pipeline only). ``base``: the network, a ``RioNetwork`` fitted or not (None: a default
-    ``RioNetwork`` with this estimator's seed and device).
+    ``RioNetwork`` with this estimator's random_state and device).
 
     ``fit(X, y)``: X (n, d) floats (standardised inside with their own statistics), y (n,) raw targets; fits
-    ``base`` on them unless it is fitted already, then the GP on [X, y_hat]. ``predict(X)`` ->
+    ``base`` on them unless it is fitted already, then the GP on [X, y_hat]. ``predict_proba(X)`` ->
     ``GaussianPredictive``: y_hat + the GP's mean for the residual variants (Eq. 7), the GP's mean for the
     others, and the GP's predictive variance including the noise (y's units).
 
@@ -44,8 +44,8 @@ class ResidualIOGP(Method):
     >>> from uqcal.methods.rio import ResidualIOGP, RioNetwork
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-2, 2, (60, 2)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=60)
-    >>> rio = ResidualIOGP(base=RioNetwork(max_epochs=5), max_iter=10, seed=0).fit(X, y)
-    >>> prediction = rio.predict(X[:4])
+    >>> rio = ResidualIOGP(base=RioNetwork(max_epochs=5), max_iter=10, random_state=0).fit(X, y)
+    >>> prediction = rio.predict_proba(X[:4])
     >>> prediction.mean.shape, bool((prediction.std > 0).all())
     ((4,), True)
     """
@@ -81,13 +81,32 @@ class ResidualIOGP(Method):
         self.base = base
 
     def fit(self, X, y) -> ResidualIOGP:
-        X, y = regression_arrays(type(self).__name__, X, y)
+        """Fit ``base`` (unless fitted) and the GP on its residuals or on y.
+
+        Parameters
+        ----------
+        X : array_like of shape (n, d)
+        y : array_like of shape (n,)
+            Raw targets.
+
+        Returns
+        -------
+        ResidualIOGP
+            self, fitted: ``base_`` the network, ``result_`` the GP fit (``result_.failure`` names a failed fit).
+        """
+        X, y = self.fit_arrays(X, y)
         p = self.params
+        # base stays the constructor's parameter (scikit-learn's rule): a fitted one is used as it is (RIO on the
+        # user's network), an unfitted one is cloned and fitted; base_ is the network used.
         if self.base is None:
-            self.base = RioNetwork(seed=self.runtime.seed, device=self.runtime.device)
-        if not getattr(self.base, "fitted_", False):
-            self.base.fit(X, y)
-        yhat = self.base.predict(X).mean
+            self.base_ = RioNetwork(random_state=self.runtime.seed, device=self.runtime.device).fit(X, y)
+        elif getattr(self.base, "fitted_", False):
+            self.base_ = self.base
+        else:
+            from sklearn.base import clone
+
+            self.base_ = clone(self.base).fit(X, y)
+        yhat = self.base_.predict_proba(X).mean
         self.x_mean_, self.x_std_ = input_standardisation(X)
         self.optimizer_ = p["optimizer"]
         if int(p["minibatch_above"]) > 0 and len(y) > int(p["minibatch_above"]):
@@ -101,16 +120,26 @@ class ResidualIOGP(Method):
             centre_targets=bool(p["centre_targets"]), seed=int(self.runtime.rng(2).integers(0, 2**31 - 1)),
             progress=self.runtime.progress, device=self.runtime.device,
         )  # fmt: skip
+        self.n_iter_ = int(self.result_.iterations)  # optimiser iterations (scikit-learn's name, beside max_iter)
         self.fitted_ = True
         return self
 
     def _standardise(self, X: np.ndarray) -> np.ndarray:
         return (X - self.x_mean_) / self.x_std_
 
-    def predict(self, X) -> GaussianPredictive:
-        self.check_fitted()
-        X, _ = regression_arrays(type(self).__name__, X)
-        mean, var = predict_residual_gp(self.result_, self._standardise(X), self.base.predict(X).mean,
+    def predict_proba(self, X) -> GaussianPredictive:
+        """y_hat + the GP's mean (residual variants) or the GP's mean, with its variance including the noise.
+
+        Parameters
+        ----------
+        X : array_like of shape (n, d)
+
+        Returns
+        -------
+        GaussianPredictive
+        """
+        X = self.predict_array(X)
+        mean, var = predict_residual_gp(self.result_, self._standardise(X), self.base_.predict_proba(X).mean,
                                         target=self.params["target"])
         return GaussianPredictive(mean, np.sqrt(var))
 
@@ -126,9 +155,9 @@ class ResidualIOGP(Method):
             raise ValueError(
                 f"{ctx.depends_dir}: the network was trained on a different split than {ctx.split_path}"
             )
-        prediction = self.fit(data.x_train, data.y_train).predict(data.x_test)
+        prediction = self.fit(data.x_train, data.y_train).predict_proba(data.x_test)
         predictions = pd.DataFrame({"row": data.test_rows, "y": data.y_test, "mean": prediction.mean,
-                                    "std": prediction.std, "nn_mean": self.base.predict(data.x_test).mean})
+                                    "std": prediction.std, "nn_mean": self.base_.predict_proba(data.x_test).mean})
         result, optimizer, p = self.result_, self.optimizer_, self.params
         stats = {
             "noise_var": result.noise_var,

@@ -22,7 +22,11 @@ import numpy as np
 import scipy.optimize
 import threadpoolctl
 import torch
-from linear_operator.utils.errors import NotPSDError
+from linear_operator.utils.errors import NanError, NotPSDError
+
+# What a GP evaluation raises at a bad state: a Cholesky of a non-PSD or NaN matrix (after gpytorch's jitter
+# escalation), a non-finite ELBO. The fit keeps its last valid state and reports the failure (FitResult.failure).
+GP_FAILURES = (FloatingPointError, NanError, NotPSDError)
 
 KERNEL_INPUTS = ("io", "i", "o")
 
@@ -222,6 +226,7 @@ def _run_lbfgsb(model, elbo, params, train_x, train_y, max_iter, history) -> dic
     """
     sizes = [p.numel() for p in params]
     errors: list[str] = []
+    best: dict = {"loss": math.inf, "theta": None}  # the lowest finite objective evaluated: the fallback state
 
     def set_params(theta: np.ndarray) -> None:
         with torch.no_grad():
@@ -238,11 +243,14 @@ def _run_lbfgsb(model, elbo, params, train_x, train_y, max_iter, history) -> dic
             if not torch.isfinite(loss):
                 raise FloatingPointError("non-finite ELBO")
             loss.backward()
-        except (FloatingPointError, NotPSDError) as exc:
+        except GP_FAILURES as exc:
             errors.append(f"{type(exc).__name__}: {exc}".splitlines()[0])
             return math.nan, np.full_like(theta, math.nan)
+        value = float(loss.item())
+        if value < best["loss"]:
+            best["loss"], best["theta"] = value, np.array(theta, copy=True)
         grad = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
-        return float(loss.item()), grad.double().cpu().numpy()
+        return value, grad.double().cpu().numpy()
 
     theta0 = torch.cat([p.detach().reshape(-1) for p in params]).double().cpu().numpy()
     # L-BFGS-B's own vector work is tiny: OpenBLAS threads beyond torch's only contend (2x CPU measured).
@@ -250,9 +258,12 @@ def _run_lbfgsb(model, elbo, params, train_x, train_y, max_iter, history) -> dic
         res = scipy.optimize.minimize(
             objective, theta0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "maxcor": history}
         )
-    set_params(res.x)
-    with torch.no_grad():
-        final_loss = float(_summed_loss(model, elbo, train_x, train_y).item())
+    final_loss = _loss_at(res.x, set_params, model, elbo, train_x, train_y)
+    if not math.isfinite(final_loss) and best["theta"] is not None:
+        # L-BFGS-B stopped at a state whose ELBO cannot be evaluated: fall back to the best one it evaluated.
+        final_loss = _loss_at(best["theta"], set_params, model, elbo, train_x, train_y)
+    if not math.isfinite(final_loss):
+        raise GPFitError(f"the SVGP's ELBO cannot be evaluated at any state the optimiser reached ({errors[:1]})")
     failure = ""
     if errors:
         failure = f"{len(errors)} failed evaluation(s), first: {errors[0]}"
@@ -267,6 +278,20 @@ def _run_lbfgsb(model, elbo, params, train_x, train_y, max_iter, history) -> dic
         "converged": res.status == 0 and not failure,
         "failure": failure,
     }
+
+
+class GPFitError(RuntimeError):
+    """No state of the GP's optimisation could be evaluated (not even the initial one): nothing to predict with."""
+
+
+def _loss_at(theta, set_params, model, elbo, train_x, train_y) -> float:
+    """The summed negative ELBO at parameters ``theta`` (set on the model), NaN where it cannot be evaluated."""
+    set_params(theta)
+    try:
+        with torch.no_grad():
+            return float(_summed_loss(model, elbo, train_x, train_y).item())
+    except GP_FAILURES:
+        return math.nan
 
 
 def _run_adam(model, elbo, params, train_x, train_y, batch_size, epochs, lr, rng, progress, on_epoch=None) -> dict:
@@ -284,8 +309,8 @@ def _run_adam(model, elbo, params, train_x, train_y, batch_size, epochs, lr, rng
             opt.zero_grad()
             try:
                 loss = -elbo(model(train_x[rows]), train_y[rows])
-            except NotPSDError as exc:
-                failure = f"epoch {epoch}: NotPSDError: {str(exc).splitlines()[0]}"
+            except GP_FAILURES as exc:
+                failure = f"epoch {epoch}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
                 break
             if not torch.isfinite(loss):
                 failure = f"epoch {epoch}: non-finite ELBO"
