@@ -22,7 +22,15 @@ from dataclasses import dataclass, field
 
 from uqcal.pipeline.plan import Job
 from uqcal.pipeline.progress.estimate import (
-    Cost, Estimate, PlannedJob, cost_book, estimate, params_digest, units_of, work_of)
+    Cost,
+    Estimate,
+    PlannedJob,
+    cost_book,
+    estimate,
+    params_digest,
+    units_of,
+    work_of,
+)
 
 # The configs whose runs' records make up config/reference_costs.yaml (``python -m uqcal.pipeline.progress
 # reference``): their jobs' payloads give the reference records' work.
@@ -176,7 +184,7 @@ def format_table(cost: RunCost) -> str:
     rows.append(("total", str(len(cost.jobs)), str(sum(f.seed_runs for f in cost.per_family.values())),
                  f"{cost.cpu_hours:,.1f}", f"{cost.gpu_hours:,.1f}", f"{cost.longest.estimate.seconds / 3600:,.1f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+    lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
              for row in rows]
     longest = cost.longest
     lines += ["",
