@@ -184,8 +184,8 @@ def format_table(cost: RunCost) -> str:
     rows.append(("total", str(len(cost.jobs)), str(sum(f.seed_runs for f in cost.per_family.values())),
                  f"{cost.cpu_hours:,.1f}", f"{cost.gpu_hours:,.1f}", f"{cost.longest.estimate.seconds / 3600:,.1f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
-             for row in rows]
+    lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                       for i, (cell, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
     longest = cost.longest
     lines += ["",
               f"Longest job: {longest.planned.job.rule}/{longest.planned.job.name}, "
