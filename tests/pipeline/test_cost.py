@@ -103,9 +103,21 @@ def test_run_cost_sums_per_family_and_names_the_longest_job():
     report = on_cpus.as_dict()
     assert report["longest_job"] in ("train/bo/f/s/random", "report")
     assert report["longest_job_hours"] == pytest.approx(0.1)
-    # one GPU: md's job goes there
-    with_gpu = run_cost(jobs, book, cores=2, gpus=1).as_dict()
-    assert with_gpu["gpu_hours"] == pytest.approx(300 / 3600, abs=1e-3)
+    # one GPU: md's job goes there, 4x faster than on a CPU thread (a family's speed-up; a dataset's wins)
+    with_gpu = run_cost(jobs, book, cores=2, gpus=1, speedups={"fewshot": 4.0, "fewshot/other": 100.0}).as_dict()
+    assert with_gpu["gpu_hours"] == pytest.approx(75 / 3600, abs=1e-3)
     assert with_gpu["per_family"]["fewshot"]["cpu_hours"] == pytest.approx(20 / 3600, abs=1e-3)
-    # the CPU jobs on 2 cores: 360 | 360, 72 -> 432, 20 -> 380: 432 s (the GPU: 300 s)
+    # the CPU jobs on 2 cores: 360 | 360, 72 -> 432, 20 -> 380: 432 s (the GPU: 75 s)
     assert json.loads(json.dumps(with_gpu))["wall_hours"] == pytest.approx(432 / 3600, abs=1e-3)
+    on_gpu = run_cost(jobs, book, cores=2, gpus=1, speedups={"fewshot/big": 0.5})
+    assert on_gpu.gpu_hours == pytest.approx(600 / 3600)  # slower on a GPU (launch-bound): 300 / 0.5
+    assert on_gpu.as_dict()["longest_job"] == "train/fewshot/big/5w1s/md"
+
+
+def test_the_shipped_gpu_speedups_name_families():
+    from uqcal.methods.api import builtin_families
+    from uqcal.pipeline.progress.cost import gpu_speedups
+
+    speedups = gpu_speedups()
+    assert speedups["fewshot"] > 1 and speedups["metareg"] < 1
+    assert {name.split("/")[0] for name in speedups} <= set(builtin_families())

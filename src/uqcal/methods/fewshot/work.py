@@ -9,14 +9,14 @@ job of 2,700 episodes at 28 x 28. One seed is
 
 where ``conv`` is the backbone's work on an episode against the reference one (5-way, 5 + 15 images a class,
 28 x 28, width 32): pixels x width^2 x images; evaluated episodes are the validation checks
-(``train_episodes // val_every`` checks of ``n_val_check`` episodes), the validation set once more (the
+(``base.validation_checks``, each of ``n_val_check`` episodes), the validation set once more (the
 recalibration) and the test episodes; ``sampling`` is the GP methods' Monte Carlo predictive of one episode
 (marginal: ``n_mc_samples`` draws, or ``full_covariance``: ``n_mc_samples_full`` joint draws, the authors' code).
 """
 
 from __future__ import annotations
 
-from uqcal.methods.fewshot.base import per_run_params
+from uqcal.methods.fewshot.base import per_run_params, validation_checks
 
 # Measured with benchmarks/fewshot_speed.py --train-episodes 30 --test-episodes 3 (one thread, 2026-12-03, this
 # project's 2-core VM under a load of ~8: wall seconds ~15x an idle machine's, so only their ratios are used, and
@@ -48,8 +48,8 @@ def work_per_seed(job: dict) -> float:
         return backbone * n_way * (k_shot + n_query) / REFERENCE_IMAGES
 
     episodes = int(params.get("train_episodes", 0))
-    val_every = int(params.get("val_every", 0) or 0)
-    checks = episodes // val_every if val_every else 0
+    checks = len(validation_checks(episodes, int(params.get("val_every", 0) or 0),
+                                   int(params.get("val_sparse_every", 0)), int(params.get("val_dense_epochs", 0))))
     n_val = int(split.get("n_val_episodes", 0))
     evaluated = checks * min(int(params.get("n_val_check", n_val) or n_val), n_val) + n_val
     evaluated += int(split.get("n_test_episodes", 0))

@@ -2,11 +2,12 @@
 
 Every job the config plans, costed by the progress line's estimator (``uqcal.pipeline.progress.estimate``: this
 checkout's records, then the shipped ``config/reference_costs.yaml``), summed per family as CPU hours (one thread
-a job, as the records were measured) and, with ``--gpus``, GPU hours for the jobs that request a GPU (at their CPU
-cost: no GPU unit cost is measured, so an upper bound). A job of the config with no record of its own parameters
-(a paper-scale job) takes its family's measured cost per seed, scaled by the ratio of the two jobs' work where
-the family states a seed's work (``uqcal.methods.api.Family.work``): the reference records' work is that of the
-jobs of the configs they were measured from (``REFERENCE_CONFIGS``), matched by their parameters' digest.
+a job, as the records were measured) and, with ``--gpus``, GPU hours for the jobs that request a GPU: their CPU
+estimate over their family's measured GPU speed-up (``config/gpu_speedups.yaml``; 1 where none is stated).
+A job of the config with no record of its own parameters (a paper-scale job) takes its family's measured cost
+per seed, scaled by the ratio of the two jobs' work where the family states a seed's work
+(``uqcal.methods.api.Family.work``): the reference records' work is that of the jobs of the configs they were
+measured from (``REFERENCE_CONFIGS``), matched by their parameters' digest.
 
 The wall time on N cores and G GPUs is a longest-first list schedule of the jobs (each on one core or one GPU),
 never below the longest job: a job's seeds run in one process, so the longest job bounds the run however many
@@ -19,6 +20,7 @@ import heapq
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from uqcal.pipeline.plan import Job
 from uqcal.pipeline.progress.estimate import (
@@ -35,6 +37,7 @@ from uqcal.pipeline.progress.estimate import (
 # The configs whose runs' records make up config/reference_costs.yaml (``python -m uqcal.pipeline.progress
 # reference``): their jobs' payloads give the reference records' work.
 REFERENCE_CONFIGS = ("config/config.yaml", "config/smoke.yaml")
+GPU_SPEEDUPS = Path("config") / "gpu_speedups.yaml"
 
 
 @dataclass(frozen=True)
@@ -60,17 +63,28 @@ class FamilyCost:
     longest_job_hours: float = 0.0
 
 
+def gpu_speedups(path: str | Path = GPU_SPEEDUPS) -> dict[str, float]:
+    """{"<family>" or "<family>/<dataset>": GPU / CPU-thread speed-up} ({} when the file is absent)."""
+    import yaml
+
+    try:
+        return {str(k): float(v) for k, v in (yaml.safe_load(Path(path).read_text()) or {}).items()}
+    except FileNotFoundError:
+        return {}
+
+
 @dataclass
 class RunCost:
     jobs: list[CostedJob]
     cores: int
     gpus: int
+    speedups: dict[str, float] = field(default_factory=dict)  # gpu_speedups()
     per_family: dict[str, FamilyCost] = field(default_factory=dict)
 
     def __post_init__(self):
         for costed in self.jobs:
             fam = self.per_family.setdefault(costed.family, FamilyCost())
-            hours = costed.estimate.seconds / 3600
+            hours = self.seconds(costed) / 3600
             fam.jobs += 1
             fam.seed_runs += costed.planned.units if costed.planned.job.rule == "train" else 0
             if self.on_gpu(costed):
@@ -82,6 +96,14 @@ class RunCost:
     def on_gpu(self, costed: CostedJob) -> bool:
         return costed.gpu and self.gpus > 0
 
+    def seconds(self, costed: CostedJob) -> float:
+        """The job's wall seconds where it runs: its CPU estimate, over its speed-up on a GPU."""
+        if not self.on_gpu(costed):
+            return costed.estimate.seconds
+        key = costed.planned.job.key
+        speedup = self.speedups.get("/".join(key[:2]), self.speedups.get(key[0], 1.0))
+        return costed.estimate.seconds / speedup
+
     @property
     def cpu_hours(self) -> float:
         return sum(fam.cpu_hours for fam in self.per_family.values())
@@ -92,12 +114,12 @@ class RunCost:
 
     @property
     def longest(self) -> CostedJob:
-        return max(self.jobs, key=lambda costed: costed.estimate.seconds)
+        return max(self.jobs, key=self.seconds)
 
     @property
     def wall_hours(self) -> float:
-        cpu = [c.estimate.seconds for c in self.jobs if not self.on_gpu(c)]
-        gpu = [c.estimate.seconds for c in self.jobs if self.on_gpu(c)]
+        cpu = [self.seconds(c) for c in self.jobs if not self.on_gpu(c)]
+        gpu = [self.seconds(c) for c in self.jobs if self.on_gpu(c)]
         return max(makespan(cpu, self.cores), makespan(gpu, self.gpus)) / 3600
 
     def sources(self) -> dict[str, int]:
@@ -110,7 +132,7 @@ class RunCost:
     def as_dict(self) -> dict:
         longest = self.longest
         return {"cpu_hours": round(self.cpu_hours, 3), "gpu_hours": round(self.gpu_hours, 3),
-                "longest_job_hours": round(longest.estimate.seconds / 3600, 3),
+                "longest_job_hours": round(self.seconds(longest) / 3600, 3),
                 "longest_job": f"{longest.planned.job.rule}/{longest.planned.job.name}",
                 "wall_hours": round(self.wall_hours, 3), "cores": self.cores, "gpus": self.gpus,
                 "per_family": {name: {key: round(value, 3) if isinstance(value, float) else value
@@ -171,8 +193,9 @@ def with_work(book: dict[Job, list[Cost]], work: dict[str, float]) -> dict[Job, 
 
 
 def run_cost(jobs: list[tuple[PlannedJob, bool]], book: dict[Job, list[Cost]], cores: int = 1,
-             gpus: int = 0) -> RunCost:
-    return RunCost([CostedJob(planned, estimate(planned, book), gpu) for planned, gpu in jobs], cores, gpus)
+             gpus: int = 0, speedups: dict[str, float] | None = None) -> RunCost:
+    return RunCost([CostedJob(planned, estimate(planned, book), gpu) for planned, gpu in jobs], cores, gpus,
+                   speedups or {})
 
 
 # ------------------------------------------------------------------------------------------ the command
@@ -182,19 +205,20 @@ def format_table(cost: RunCost) -> str:
         rows.append((name, str(fam.jobs), str(fam.seed_runs), f"{fam.cpu_hours:,.1f}", f"{fam.gpu_hours:,.1f}",
                      f"{fam.longest_job_hours:,.1f}"))
     rows.append(("total", str(len(cost.jobs)), str(sum(f.seed_runs for f in cost.per_family.values())),
-                 f"{cost.cpu_hours:,.1f}", f"{cost.gpu_hours:,.1f}", f"{cost.longest.estimate.seconds / 3600:,.1f}"))
+                 f"{cost.cpu_hours:,.1f}", f"{cost.gpu_hours:,.1f}", f"{cost.seconds(cost.longest) / 3600:,.1f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
                        for i, (cell, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
     longest = cost.longest
     lines += ["",
               f"Longest job: {longest.planned.job.rule}/{longest.planned.job.name}, "
-              f"{longest.estimate.seconds / 3600:,.1f} h ({longest.planned.units} seed(s); {longest.estimate.source})",
+              f"{cost.seconds(longest) / 3600:,.1f} h ({longest.planned.units} seed(s); {longest.estimate.source}"
+              + (", on a GPU" if cost.on_gpu(longest) else "") + ")",
               f"Wall time on {cost.cores} core(s)" + (f" and {cost.gpus} GPU(s)" if cost.gpus else "")
               + f": {cost.wall_hours:,.1f} h (longest first, never below the longest job)",
               "Estimated from: " + ", ".join(f"{n} jobs by {source}" for source, n in cost.sources().items())]
     if cost.gpus:
-        lines.append("GPU hours are the GPU jobs' CPU estimates (no GPU unit cost measured): an upper bound.")
+        lines.append(f"GPU hours: the CPU estimate over the family's measured GPU speed-up ({GPU_SPEEDUPS}).")
     return "\n".join(lines)
 
 
@@ -206,6 +230,6 @@ def run(args) -> int:
     book = cost_book()
     if any(planned.work is not None for planned, _ in jobs):
         book = with_work(book, reference_work())
-    cost = run_cost(jobs, book, args.cores, args.gpus)
+    cost = run_cost(jobs, book, args.cores, args.gpus, gpu_speedups())
     print(json.dumps(cost.as_dict(), indent=1) if args.json else format_table(cost))
     return 0
