@@ -121,3 +121,16 @@ def test_the_shipped_gpu_speedups_name_families():
     speedups = gpu_speedups()
     assert speedups["fewshot"] > 1 and speedups["metareg"] < 1
     assert {name.split("/")[0] for name in speedups} <= set(builtin_families())
+
+
+def test_paper_config_puts_conv_bound_jobs_on_gpus_and_launch_bound_ones_on_cpus():
+    from uqcal.pipeline.config.load import load_config
+    from uqcal.pipeline.plan import plan, resources
+
+    config = load_config("config/paper.yaml")
+    gpu = {job.key: resources(config, job.key[0], job.key[1], job.key[3])["gpu"] for job in plan(config)
+           if job.rule == "train" and job.key[3] not in ("marginal", "uniform")}
+    assert all(gpu[key] > 0 for key in gpu if key[0] == "fewshot")  # Conv4 at 84 x 84 (28 x 28 for Omniglot)
+    assert all(gpu[key] > 0 for key in gpu if key[0] == "bo" and key[1].startswith("cnn_"))  # a CNN per evaluation
+    assert all(gpu[key] == 0 for key in gpu if key[0] == "bo" and not key[1].startswith("cnn_"))  # small GPs
+    assert all(gpu[key] == 0 for key in gpu if key[0] == "metareg")  # launch-bound: 0.59x on a GPU
