@@ -103,6 +103,7 @@ def test_run_cost_sums_per_family_and_names_the_longest_job():
     report = on_cpus.as_dict()
     assert report["longest_job"] in ("train/bo/f/s/random", "report")
     assert report["longest_job_hours"] == pytest.approx(0.1)
+    assert report["longest_seed_hours"] == pytest.approx(100 / 3600, abs=1e-3)  # md: 300 s over 3 seeds
     # one GPU: md's job goes there, 4x faster than on a CPU thread (a family's speed-up; a dataset's wins)
     with_gpu = run_cost(jobs, book, cores=2, gpus=1, speedups={"fewshot": 4.0, "fewshot/other": 100.0}).as_dict()
     assert with_gpu["gpu_hours"] == pytest.approx(75 / 3600, abs=1e-3)

@@ -122,6 +122,11 @@ class RunCost:
         gpu = [self.seconds(c) for c in self.jobs if self.on_gpu(c)]
         return max(makespan(cpu, self.cores), makespan(gpu, self.gpus)) / 3600
 
+    @property
+    def longest_seed_hours(self) -> float:
+        """The longest single seed (a job's hours over its seeds): the longest job if every job ran one seed."""
+        return max(self.seconds(c) / max(c.planned.units, 1) for c in self.jobs) / 3600
+
     def sources(self) -> dict[str, int]:
         """How many jobs each level of the estimator costed (``Estimate.source``)."""
         found: dict[str, int] = {}
@@ -134,6 +139,7 @@ class RunCost:
         return {"cpu_hours": round(self.cpu_hours, 3), "gpu_hours": round(self.gpu_hours, 3),
                 "longest_job_hours": round(self.seconds(longest) / 3600, 3),
                 "longest_job": f"{longest.planned.job.rule}/{longest.planned.job.name}",
+                "longest_seed_hours": round(self.longest_seed_hours, 3),
                 "wall_hours": round(self.wall_hours, 3), "cores": self.cores, "gpus": self.gpus,
                 "per_family": {name: {key: round(value, 3) if isinstance(value, float) else value
                                       for key, value in vars(fam).items()} for name, fam in self.per_family.items()},
@@ -214,6 +220,7 @@ def format_table(cost: RunCost) -> str:
               f"Longest job: {longest.planned.job.rule}/{longest.planned.job.name}, "
               f"{cost.seconds(longest) / 3600:,.1f} h ({longest.planned.units} seed(s); {longest.estimate.source}"
               + (", on a GPU" if cost.on_gpu(longest) else "") + ")",
+              f"Longest single seed: {cost.longest_seed_hours:,.1f} h (the longest job, were every job one seed)",
               f"Wall time on {cost.cores} core(s)" + (f" and {cost.gpus} GPU(s)" if cost.gpus else "")
               + f": {cost.wall_hours:,.1f} h (longest first, never below the longest job)",
               "Estimated from: " + ", ".join(f"{n} jobs by {source}" for source, n in cost.sources().items())]
