@@ -136,3 +136,20 @@ def test_paper_config_puts_conv_bound_jobs_on_gpus_and_launch_bound_ones_on_cpus
     assert all(gpu[key] > 0 for key in gpu if key[0] == "bo" and key[1].startswith("cnn_"))  # a CNN per evaluation
     assert all(gpu[key] == 0 for key in gpu if key[0] == "bo" and not key[1].startswith("cnn_"))  # small GPs
     assert all(gpu[key] == 0 for key in gpu if key[0] == "metareg")  # launch-bound: 0.59x on a GPU
+
+
+def test_the_command_costs_the_smoke_config(capsys, monkeypatch):
+    import uqcal.cli as cli
+    from tests.conftest import REPO
+
+    monkeypatch.chdir(REPO)
+    assert cli.main(["cost", "--config", "config/smoke.yaml", "--cores", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    families = report["per_family"]
+    assert {"fewshot", "bo", "rio", "qr", "metareg"} <= set(families)
+    assert report["cpu_hours"] == pytest.approx(sum(f["cpu_hours"] for f in families.values()), abs=0.01)
+    assert report["gpu_hours"] == 0  # no --gpus: every job on the CPUs
+    assert report["longest_job_hours"] == pytest.approx(max(f["longest_job_hours"] for f in families.values()))
+    # two cores: never below the longest job nor below half the work
+    assert report["wall_hours"] >= max(report["longest_job_hours"], report["cpu_hours"] / 2) - 1e-3
+    assert report["longest_job"] == "report" or report["longest_job"].startswith(("train/", "materialise/", "split/"))

@@ -47,6 +47,12 @@ class CostedJob:
     gpu: bool  # the job requests a GPU (its resources' ``gpu``)
 
     @property
+    def name(self) -> str:
+        """"train/fewshot/cub200/5w1s/md", "report"."""
+        job = self.planned.job
+        return f"{job.rule}/{job.name}" if job.key else job.rule
+
+    @property
     def family(self) -> str:
         """The family of a split, train or aggregate job; "data" for materialise, "report" for the report."""
         if self.planned.job.rule == "materialise":
@@ -138,7 +144,7 @@ class RunCost:
         longest = self.longest
         return {"cpu_hours": round(self.cpu_hours, 3), "gpu_hours": round(self.gpu_hours, 3),
                 "longest_job_hours": round(self.seconds(longest) / 3600, 3),
-                "longest_job": f"{longest.planned.job.rule}/{longest.planned.job.name}",
+                "longest_job": longest.name,
                 "longest_seed_hours": round(self.longest_seed_hours, 3),
                 "wall_hours": round(self.wall_hours, 3), "cores": self.cores, "gpus": self.gpus,
                 "per_family": {name: {key: round(value, 3) if isinstance(value, float) else value
@@ -217,7 +223,7 @@ def format_table(cost: RunCost) -> str:
                        for i, (cell, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
     longest = cost.longest
     lines += ["",
-              f"Longest job: {longest.planned.job.rule}/{longest.planned.job.name}, "
+              f"Longest job: {longest.name}, "
               f"{cost.seconds(longest) / 3600:,.1f} h ({longest.planned.units} seed(s); {longest.estimate.source}"
               + (", on a GPU" if cost.on_gpu(longest) else "") + ")",
               f"Longest single seed: {cost.longest_seed_hours:,.1f} h (the longest job, were every job one seed)",
