@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tests.methods.fewshot.protocol_cases import class_images
-from uqcal.methods.fewshot import DKT, MirrorDescentGP, ProtoNet
+from uqcal.methods.fewshot import DKT, MAML, MirrorDescentGP, ProtoNet
 from uqcal.methods.fewshot.base import validation_checks
 
 torch.set_num_threads(1)
@@ -47,6 +47,14 @@ def test_batched_validation_equals_episode_by_episode(make):
             assert samples.shape == expected.shape
             torch.testing.assert_close(samples, expected, rtol=TOLERANCE, atol=TOLERANCE)
             assert torch.equal(labels, expected_labels)
+
+
+def test_maml_predicts_episode_by_episode():
+    # MAML adapts the whole backbone to each support set (batch statistics): no batched backbone pass
+    rng = np.random.default_rng(5)
+    X, y = class_images(rng, n_classes=5, per_class=6, first_label=0)
+    model = MAML(train_episodes=2, width=4).fit(X, y, **SHAPE)
+    assert model.head_model(model.model_) is None
 
 
 def test_the_authors_checkpoint_schedule_by_hand():

@@ -100,6 +100,7 @@ class EpisodicMethod(FewShotClassifier):
     }
     choices = {"backbone": BACKBONES}
     stochastic_prediction = False
+    batch_backbone = False  # see head_model: validation episodes' images through the backbone in batches
 
     # ---- hooks ---------------------------------------------------------------------------------
     def build_model(self, n_way: int, image_size: int) -> nn.Module:  # pragma: no cover - abstract
@@ -306,10 +307,11 @@ class EpisodicMethod(FewShotClassifier):
             return self.logit_samples(model, episode, generator).cpu()
 
     def head_model(self, model) -> tuple[nn.Module, nn.Module] | None:
-        """(the backbone, the model with an identity in its place) for a method whose ``logit_samples`` passes
-        an episode's images through the backbone only, image by image (batch norm in eval mode): its episodes'
-        features can be computed in one batched pass. None: episode by episode (MAML adapts the backbone)."""
-        backbone = getattr(model, "backbone", None)
+        """(the backbone, the model with an identity in its place) where ``batch_backbone``: the method's
+        ``logit_samples`` passes an episode's images through ``model.backbone`` only, image by image (batch norm
+        in eval mode), so its episodes' features can be computed in one batched pass. None: episode by episode
+        (MAML adapts the backbone to each support set, with batch statistics)."""
+        backbone = getattr(model, "backbone", None) if self.batch_backbone else None
         if backbone is None:
             return None
         head = copy.copy(model)  # a shallow copy shares the kernels' parameters; only the backbone is replaced
