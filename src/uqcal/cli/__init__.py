@@ -145,10 +145,18 @@ def build_parser() -> argparse.ArgumentParser:
                        "CPU and GPU hours per family, the longest job, the wall time on N cores and G GPUs.")
     p.add_argument("--config", help=CONFIG_HELP)
     p.add_argument("--cores", type=_positive_int, default=1, help="cores the run has (default: 1)")
-    p.add_argument("--gpus", type=int, default=0, help="GPUs the run has: jobs requesting one run there (default: 0)")
+    p.add_argument("--gpus", type=_non_negative_int, default=0,
+                   help="GPUs the run has: jobs requesting one run there (default: 0)")
     p.add_argument("--json", action="store_true", help="print cpu_hours, gpu_hours, longest_job_hours, per_family "
                    "... as JSON")
     return parser
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
 
 
 def _positive_int(text: str) -> int:
