@@ -153,3 +153,17 @@ def test_the_command_costs_the_smoke_config(capsys, monkeypatch):
     # two cores: never below the longest job nor below half the work
     assert report["wall_hours"] >= max(report["longest_job_hours"], report["cpu_hours"] / 2) - 1e-3
     assert report["longest_job"] == "report" or report["longest_job"].startswith(("train/", "materialise/", "split/"))
+
+
+def test_conv_bound_jobs_take_their_cpus_as_torch_threads():
+    from uqcal.pipeline.config.load import load_config
+    from uqcal.pipeline.plan import payload
+
+    config = load_config("config/paper.yaml")
+    assert config["families"]["fewshot"]["resources"]["cpus"] == 4
+    assert payload(config, Job("train", ("fewshot", "cub200", "5w1s", "md")))["torch_threads"] == 4  # cpus
+    assert payload(config, Job("train", ("bo", "cnn_svhn", "paper-hpo-ei", "calibrated")))["torch_threads"] == 4
+    assert payload(config, Job("train", ("bo", "forrester", "forrester-basin-ucb", "calibrated")))["torch_threads"] == 1
+    assert payload(config, Job("train", ("rio", "yacht", "holdout", "rio")))["torch_threads"] == config["torch_threads"]
+    config["families"]["rio"]["resources"]["torch_threads"] = 3  # a number is taken as it is
+    assert payload(config, Job("train", ("rio", "yacht", "holdout", "rio")))["torch_threads"] == 3
