@@ -229,10 +229,30 @@ def format_table(cost: RunCost) -> str:
               f"Longest single seed: {cost.longest_seed_hours:,.1f} h (the longest job, were every job one seed)",
               f"Wall time on {cost.cores} core(s)" + (f" and {cost.gpus} GPU(s)" if cost.gpus else "")
               + f": {cost.wall_hours:,.1f} h (longest first, never below the longest job)",
-              "Estimated from: " + ", ".join(f"{n} jobs by {source}" for source, n in cost.sources().items())]
+              "Estimated from: " + ", ".join(f"{n} jobs by {source}" for source, n in cost.sources().items()),
+              *scaling_lines(cost)]
     if cost.gpus:
         lines.append(f"GPU hours: the CPU estimate over the family's measured GPU speed-up ({GPU_SPEEDUPS}).")
     return "\n".join(lines)
+
+
+def scaling_lines(cost: RunCost) -> list[str]:
+    """Which families' estimates were scaled by work, and by what (``Family.work``); which only per seed."""
+    from uqcal.methods.api import get_family
+
+    scaled, per_seed = {}, set()
+    for costed in cost.jobs:
+        if costed.planned.job.rule != "train" or costed.estimate.source == "its record":
+            continue
+        family = costed.planned.job.key[0]
+        if costed.estimate.source.endswith("scaled by work"):
+            scaled[family] = get_family(family).work.partition(":")[0]
+        else:
+            per_seed.add(family)
+    lines = [f"Scaled by a seed's work (see its docstring): {', '.join(f'{f} ({m})' for f, m in sorted(scaled.items()))}"]
+    if per_seed - set(scaled):
+        lines.append(f"Per seed of other jobs, not scaled (no work stated): {', '.join(sorted(per_seed - set(scaled)))}")
+    return lines if scaled else lines[1:]
 
 
 def run(args) -> int:
