@@ -86,7 +86,7 @@ def work_of(rule: str, job_payload) -> float | None:
 
     try:
         return get_family(job_payload["family"]).work_per_seed(job_payload)
-    except (KeyError, TypeError, ValueError):  # a payload of another version: no scaling rather than no estimate
+    except (KeyError, TypeError, ValueError, ImportError):  # another version's payload, a missing plug-in: unscaled
         return None
 
 
