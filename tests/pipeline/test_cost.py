@@ -167,3 +167,16 @@ def test_conv_bound_jobs_take_their_cpus_as_torch_threads():
     assert payload(config, Job("train", ("rio", "yacht", "holdout", "rio")))["torch_threads"] == config["torch_threads"]
     config["families"]["rio"]["resources"]["torch_threads"] = 3  # a number is taken as it is
     assert payload(config, Job("train", ("rio", "yacht", "holdout", "rio")))["torch_threads"] == 3
+
+
+def test_a_record_states_its_seeds_work(tmp_path):
+    from uqcal.pipeline.progress.estimate import record_costs
+
+    job = {**_fewshot_payload(train_episodes=1000, width=64), "setting": "5w1s", "seeds": [0, 1]}
+    record = {"rule": "train", "key": ["fewshot", "big", "5w1s", "protonet"], "params": {"a": 1},
+              "resources": {"wall_seconds": 50.0}, "job": job}
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "one.json").write_text(json.dumps(record))
+    (cost,) = record_costs(tmp_path).values()
+    assert cost.seconds_per_unit == pytest.approx(25.0)  # per seed
+    assert cost.work == pytest.approx(fewshot_work.work_per_seed(job))
