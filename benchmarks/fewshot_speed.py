@@ -1,9 +1,14 @@
 """MD-BFSC speed: marginal vs full-covariance (authors) sampling per test episode; meta-training rate;
-Conv4 forward + backward in channels-last memory format (what Conv4 uses) vs the default NCHW layout.
+Conv4 forward + backward in channels-last memory format (what Conv4 uses) vs the default NCHW layout; a
+validation check episode by episode vs batched through the backbone (`EpisodicMethod.collect_logits`), and the
+checks of the paper-scale protocol (paper.yaml before: 600 episodes after every epoch; the authors' train.py:
+100 episodes after every 30th epoch and every epoch of the last 100); `--threads` also times Conv4 at 84 x 84
+on 1 and 2 intra-op threads (CPU seconds and wall).
 
 Same process, same trained model, same test episodes (5-way 5-shot, 50 MD steps, rho = 0.5).
 Data: sklearn digits upsampled to 28x28 (always available offline), classes 0-4 train, 5-9 test.
-Run: PYTHONPATH=src python benchmarks/fewshot_speed.py [--train-episodes 40] [--test-episodes 5]
+Run: PYTHONPATH=src python benchmarks/fewshot_speed.py [--train-episodes 40] [--test-episodes 5] [--check-episodes 20]
+     [--threads]
 """
 
 from __future__ import annotations
@@ -57,13 +62,59 @@ def backbone_layouts(width: int, repeats: int = 20) -> None:
           f"{last:.1f} ms ({nchw / last:.2f}x); max |output difference| {float((a - b).abs().max()):.1e}")
 
 
+def intra_op_scaling(width: int = 64, image_size: int = 84, repeats: int = 3) -> None:
+    """Conv4 forward + backward on a 5-way 1-shot episode of 80 RGB images at ``image_size``, 1 and 2 torch threads:
+    wall and CPU seconds (a 2-core machine shared with other work says little about a cluster node)."""
+    from uqcal.methods.fewshot.backbones import Conv4
+
+    model = Conv4(3, width).train()
+    images = torch.randn(80, 3, image_size, image_size)
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        model(images).sum().backward()  # warm-up
+        wall, cpu = time.perf_counter(), time.process_time()
+        for _ in range(repeats):
+            model.zero_grad()
+            model(images).sum().backward()
+        print(f"Conv4 width {width}, 80 x {image_size}x{image_size}x3, forward + backward, {threads} thread(s): "
+              f"{(time.perf_counter() - wall) / repeats:.3f} s wall, {(time.process_time() - cpu) / repeats:.3f} CPU s")
+    torch.set_num_threads(1)
+
+
+def validation_check_cost(method, model, episodes: list) -> None:
+    """One validation check (``collect_logits`` on ``episodes``) episode by episode and batched: seconds per
+    episode (wall and CPU), and the largest difference of the two paths' logit samples."""
+    from uqcal.methods.fewshot.base import validation_checks
+    from uqcal.methods.fewshot.episodic import BATCH_IMAGES
+
+    results = {}
+    for label, batch in (("episode by episode", 0), (f"batched ({BATCH_IMAGES} images)", BATCH_IMAGES)):
+        wall, cpu = time.perf_counter(), time.process_time()
+        results[label] = method.collect_logits(model, episodes, torch.Generator().manual_seed(5), batch_images=batch)
+        print(f"validation check, {type(method).__name__} {method.params.get('sampling', '')}, {label}: "
+              f"{(time.perf_counter() - wall) / len(episodes):.4f} s/episode wall, "
+              f"{(time.process_time() - cpu) / len(episodes):.4f} CPU s/episode")
+    first, second = results.values()
+    gap = max(float((a - b).abs().max()) for (a, _), (b, _) in zip(first, second, strict=True))
+    print(f"  largest |logit sample difference| between the paths: {gap:.2e}")
+    for shot, episodes_total in (("1-shot", 60_000), ("5-shot", 40_000)):
+        before = len(validation_checks(episodes_total, 100)) * 600
+        after = len(validation_checks(episodes_total, 100, 30, 100)) * 100
+        print(f"  paper protocol, CUB {shot}: {before:,} validation episodes (paper.yaml before) -> {after:,} "
+              f"(the authors' schedule), {before / after:.0f}x fewer")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--train-episodes", type=int, default=40)
     parser.add_argument("--test-episodes", type=int, default=5)
     parser.add_argument("--width", type=int, default=32)
+    parser.add_argument("--check-episodes", type=int, default=20, help="episodes of the timed validation check")
+    parser.add_argument("--threads", action="store_true", help="also time Conv4 at 84 x 84 on 1 and 2 threads")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.threads:
+        intra_op_scaling()
     backbone_layouts(args.width)
     torch.manual_seed(0)
     images, labels = digits28()
@@ -117,6 +168,9 @@ def main() -> None:
     for sampling, n, sec, acc, se in rows_out:
         print(f"{sampling:<16}{n:>8}{sec:>11.3f}{base / sec:>9.1f}x{acc:>8.3f}{se:>7.3f}")
     print(f"jitter escalations (full-covariance Cholesky of Sigma): {method.counter.escalations}")
+    checks = [make_episode(sample_fewshot_episode(rows, test_classes, 5, 5, 15, rng)) for _ in range(args.check_episodes)]
+    method.params.update(sampling="marginal", n_mc_samples=256)
+    validation_check_cost(method, model, checks)
 
 
 if __name__ == "__main__":

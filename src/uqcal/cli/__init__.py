@@ -29,6 +29,7 @@ COMMANDS = {
     "dvc-sync": "commands:dvc_sync",
     "validate-config": "commands:validate_config",
     "runs": "commands:runs",
+    "cost": "progress.cost:run",
 }
 STEPS = ("materialise", "split", "train", "evaluate", "aggregate", "report")  # the pipeline's jobs
 
@@ -137,7 +138,25 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Print the results directory of every run the config plans, one a line.")
     p.add_argument("--config", help=CONFIG_HELP)
     p.add_argument("--family", help="only this family's runs (a key of the config's `families`)")
+
+    p = sub.add_parser("cost", help="estimate a config's CPU/GPU hours per family and its wall time",
+                       description="Cost every job the config plans from this checkout's records and "
+                       "config/reference_costs.yaml (paper-scale jobs scaled by their family's work per seed): "
+                       "CPU and GPU hours per family, the longest job, the wall time on N cores and G GPUs.")
+    p.add_argument("--config", help=CONFIG_HELP)
+    p.add_argument("--cores", type=_positive_int, default=1, help="cores the run has (default: 1)")
+    p.add_argument("--gpus", type=_non_negative_int, default=0,
+                   help="GPUs the run has: jobs requesting one run there (default: 0)")
+    p.add_argument("--json", action="store_true", help="print cpu_hours, gpu_hours, longest_job_hours, per_family "
+                   "... as JSON")
     return parser
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
 
 
 def _positive_int(text: str) -> int:

@@ -51,6 +51,10 @@ class Family:
     splitter: str
     evaluator: str
     setting_keys: dict[str, Any] = field(default_factory=dict)
+    # "module:name" of ``(train job payload) -> float``: the work of one seed in seconds of a stated reference
+    # machine, from the payload's parameters (episodes, iterations, image size, ...). Cost estimates scale a
+    # measured job's seconds by the ratio of two jobs' work (uqcal.pipeline.progress.estimate). "": per seed.
+    work: str = ""
     name: str = ""  # set by the registry: the key under ``families:``
     package: str = ""  # set by the registry: the module that defines it
 
@@ -59,6 +63,10 @@ class Family:
 
     def evaluate(self, predictions, ctx: RunContext | None = None) -> dict[str, float]:
         return load_target(self.evaluator)(predictions, ctx)
+
+    def work_per_seed(self, job: dict) -> float | None:
+        """One seed's work of a train job (its payload) by ``work``; None where the family states none."""
+        return float(load_target(self.work)(job)) if self.work else None
 
     def folder(self) -> Path:
         """The package's folder (its report spec and the paper's numbers live there)."""

@@ -173,6 +173,14 @@ def resources(config: dict, family: str, dataset: str, method: str) -> dict:
     return {**RESOURCE_DEFAULTS, **found}
 
 
+def job_threads(config: dict, family: str, dataset: str, method: str) -> int:
+    """A train job's intra-op threads: its resources' ``torch_threads`` (``cpus``: as many as the cores it asks for,
+    for conv-bound jobs on CPU nodes), else the config's ``torch_threads``."""
+    asked = resources(config, family, dataset, method)
+    threads = asked.get("torch_threads", config.get("torch_threads", 1))
+    return int(asked["cpus"]) if threads == "cpus" else int(threads)
+
+
 # ------------------------------------------------------------------------------------------ parameters
 def param_keys(config: dict, job: Job, config_path: str) -> list[tuple[str, str]]:
     """(params file, dotted key) pairs the job reads from the config files: its DVC stage's `params:`.
@@ -328,7 +336,7 @@ def payload(config: dict, job: Job) -> dict:
     if job.rule == "split":
         return split_batch_job(config, *job.key)
     if job.rule == "train":
-        return batch_job(config, *job.key)
+        return {**batch_job(config, *job.key), "torch_threads": job_threads(config, *job.key[:2], job.key[3])}
     if job.rule == "aggregate":
         fam = config["families"][job.key[0]]
         return {"family": job.key[0], "family_config": {k: v for k, v in fam.items() if k != "resources"}}

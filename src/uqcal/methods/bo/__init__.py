@@ -49,6 +49,7 @@ FAMILY = Family(
     splitter="uqcal.data.splits:INITIAL_DESIGN",
     evaluator="uqcal.metrics.evaluation:score_trace",
     setting_keys=SETTING_KEYS,
+    work="uqcal.methods.bo.work:work_per_seed",
 )
 
 # Public names (imported when used: uqcal.core.lazy); everything else in this package is internal.

@@ -35,6 +35,7 @@ FAMILY = Family(
     methods=METHODS,
     splitter="uqcal.data.splits:FEWSHOT",
     evaluator="uqcal.metrics.evaluation:score_classification",
+    work="uqcal.methods.fewshot.work:work_per_seed",
 )
 
 # Public names (imported when used: uqcal.core.lazy); everything else in this package is internal.

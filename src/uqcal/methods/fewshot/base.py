@@ -156,6 +156,21 @@ def per_run_params(params: dict, dataset: str, setting: str) -> dict:
     return out
 
 
+def validation_checks(n_episodes: int, val_every: int, sparse_every: int = 0, dense_epochs: int = 0) -> list[int]:
+    """The training episodes after which the validation check runs (the best-validation checkpoint).
+
+    An epoch is ``val_every`` episodes (the authors' 100). With ``sparse_every`` = 0, every epoch is checked;
+    else the authors' train.py: after epoch e (0-based) when ``e % sparse_every == 0`` or ``e > epochs -
+    dense_epochs`` (their ``epoch % 30 == 0`` or ``epoch > stop_epoch - 100``; every epoch for Omniglot->EMNIST).
+    The last episode is always checked (a run of a part of an epoch). ``val_every`` 0: no check."""
+    if val_every <= 0 or n_episodes <= 0:
+        return []
+    epochs = n_episodes // val_every
+    found = [(e + 1) * val_every for e in range(epochs)
+             if sparse_every <= 0 or e % sparse_every == 0 or e > epochs - dense_epochs]
+    return found if found and found[-1] == n_episodes else [*found, n_episodes]
+
+
 def predictions_frame(predictions: list[EpisodePredictive], labels: list[np.ndarray]) -> pd.DataFrame:
     """episode, label, p0..p{C-1} (the model's predictive), and per recalibration `<prefix>_p0..`."""
     rows = []

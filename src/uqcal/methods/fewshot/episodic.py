@@ -34,10 +34,14 @@ from .base import (
     episode_labels,
     is_episode_list,
     support_classes,
+    validation_checks,
 )
 from .gp_core import mc_softmax
 from .temperature_scaling import Recalibration
 
+# Images one batched backbone pass of validation / test episodes holds: 512 84 x 84 images' first Conv4 feature
+# maps (width 64) are ~0.9 GB in float32; at 28 x 28, 5 episodes of 100 images.
+BATCH_IMAGES = 512
 # Offsets of the runtime's random streams (Runtime.rng / torch_generator): the pipeline's runs have used these
 # since before the estimator protocol, so a run's numbers do not depend on which path trained it.
 TRAIN_EPISODES, TRAIN_NOISE, TEST_NOISE, RECALIBRATION_NOISE, VALIDATION_NOISE, VALIDATION_EPISODES = 1, 2, 3, 4, 5, 6
@@ -88,10 +92,15 @@ class EpisodicMethod(FewShotClassifier):
         "loss_curve_every": 10,  # record the outer loss every this many episodes
         "val_every": 100,  # validate every this many episodes and keep the best (0: keep the last model)
         "n_val_check": 20,  # validation episodes (the first ones) for checkpoint selection
+        # checks every `val_every` episodes, or the authors' schedule (base.validation_checks): every this many
+        # epochs of `val_every` episodes (0: every epoch) and every epoch in the last `val_dense_epochs`
+        "val_sparse_every": 0,
+        "val_dense_epochs": 0,
         "recalibrate": True,  # fit the recalibrations on all validation episodes (temperature_scaling.py)
     }
     choices = {"backbone": BACKBONES}
     stochastic_prediction = False
+    batch_backbone = False  # see head_model: validation episodes' images through the backbone in batches
 
     # ---- hooks ---------------------------------------------------------------------------------
     def build_model(self, n_way: int, image_size: int) -> nn.Module:  # pragma: no cover - abstract
@@ -235,6 +244,8 @@ class EpisodicMethod(FewShotClassifier):
         losses, skipped, curve, val_acc, val_ece = [], 0, [], [], []
         val_every = int(self.params["val_every"]) if len(validation) else 0
         val_check = validation[: int(self.params["n_val_check"])]
+        checks = set(validation_checks(int(self.params["train_episodes"]), val_every,
+                                       int(self.params["val_sparse_every"]), int(self.params["val_dense_epochs"])))
         best = {"acc": -math.inf, "episode": 0, "state": None}
         started = time.perf_counter()
         n_episodes = int(self.params["train_episodes"])
@@ -263,7 +274,7 @@ class EpisodicMethod(FewShotClassifier):
             if step % int(self.params["loss_curve_every"]) == 0 or step == n_episodes - 1:
                 window = losses[-int(self.params["loss_curve_every"]) :]
                 curve.append([step, float(np.mean(window)) if window else math.nan])
-            if val_every > 0 and ((step + 1) % val_every == 0 or step == n_episodes - 1):
+            if step + 1 in checks:
                 acc, ece = self.validate(model, val_check)
                 val_acc.append([step + 1, acc])
                 val_ece.append([step + 1, ece])
@@ -295,9 +306,55 @@ class EpisodicMethod(FewShotClassifier):
         with torch.no_grad():
             return self.logit_samples(model, episode, generator).cpu()
 
-    def collect_logits(self, model, episodes: Sequence, generator) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """(logit samples (S, M, C), query labels) of each episode, one episode after another."""
-        return [(self.episode_logits(model, episode, generator), episode.query_y.cpu()) for episode in episodes]
+    def head_model(self, model) -> tuple[nn.Module, nn.Module] | None:
+        """(the backbone, the model with an identity in its place) where ``batch_backbone``: the method's
+        ``logit_samples`` passes an episode's images through ``model.backbone`` only, image by image (batch norm
+        in eval mode), so its episodes' features can be computed in one batched pass. None: episode by episode
+        (MAML adapts the backbone to each support set, with batch statistics)."""
+        backbone = getattr(model, "backbone", None) if self.batch_backbone else None
+        if backbone is None:
+            return None
+        head = copy.copy(model)  # a shallow copy shares the kernels' parameters; only the backbone is replaced
+        head._modules = {**model._modules, "backbone": nn.Identity()}
+        return backbone, head
+
+    def collect_logits(self, model, episodes: Sequence, generator,
+                       batch_images: int | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """(logit samples (S, M, C), query labels) of each episode, in order.
+
+        Where the method allows (``head_model``), the backbone runs on the images of many episodes at once (up
+        to ``batch_images`` images, ``BATCH_IMAGES``; 0: episode by episode), then each episode's head (GP fit,
+        Monte Carlo draws) runs on its features in the episodes' order, drawing from ``generator`` as the
+        per-episode path does: the same numbers up to the backbone's floating-point order
+        (tests/methods/test_fewshot_batched.py)."""
+        batch_images = BATCH_IMAGES if batch_images is None else batch_images
+        split = self.head_model(model) if batch_images > 0 else None
+        if split is None:
+            return [(self.episode_logits(model, episode, generator), episode.query_y.cpu()) for episode in episodes]
+        backbone, head = split
+        found, chunk, size = [], [], 0
+        for episode in [*episodes, None]:
+            n = 0 if episode is None else len(episode.support_x) + len(episode.query_x)
+            if chunk and (episode is None or size + n > batch_images):
+                found += self._batched_logits(backbone, head, chunk, generator)
+                chunk, size = [], 0
+            if episode is not None:
+                chunk.append(episode)
+                size += n
+        return found
+
+    def _batched_logits(self, backbone, head, episodes: list[Episode], generator) -> list:
+        backbone.eval()
+        with torch.no_grad():
+            features = backbone(torch.cat([x for e in episodes for x in (e.support_x, e.query_x)]))
+        found, start = [], 0
+        for episode in episodes:
+            n_s, n_q = len(episode.support_x), len(episode.query_x)
+            feats = Episode(features[start:start + n_s], episode.support_y, features[start + n_s:start + n_s + n_q],
+                            episode.query_y, episode.n_way)
+            start += n_s + n_q
+            found.append((self.episode_logits(head, feats, generator), episode.query_y.cpu()))
+        return found
 
     # ---- the pipeline --------------------------------------------------------------------------
     def train(self, ctx: RunContext) -> None:

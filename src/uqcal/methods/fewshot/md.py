@@ -59,6 +59,7 @@ class MirrorDescentGP(EpisodicMethod):
         >>> prediction.probs.shape, prediction.classes.tolist()
         ((5, 3), [10, 11, 12])
     """
+    batch_backbone = True  # logit_samples reads the images through model.backbone only
     defaults = {
         **EpisodicMethod.defaults,
         "inference": "md",  # md | gd

@@ -44,5 +44,8 @@ class ProtoNet(EpisodicMethod):
     def episode_loss(self, model, episode: Episode, generator) -> torch.Tensor:
         return F.cross_entropy(self._logits(model, episode), episode.query_y)
 
+    def head_model(self, model) -> tuple[nn.Module, nn.Module]:
+        return model, nn.Identity()  # the model is the backbone; the prototypes are the head
+
     def logit_samples(self, model, episode: Episode, generator) -> torch.Tensor:
         return self._logits(model, episode).unsqueeze(0)

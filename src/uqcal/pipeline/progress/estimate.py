@@ -14,6 +14,11 @@ The records come from this checkout (``.uqcal/records``, e.g. after an earlier r
 from ``config/reference_costs.yaml``: a default run's records shipped with the checkout (``write_reference``), so that a
 fresh clone's first run also has a cost per method. Both are measured on some machine at some load; the run's
 progress corrects them by how long its own finished jobs took (``uqcal.pipeline.progress.run.snapshot``).
+
+At levels 2 and 3 another job's cost per seed stands in for this one's; where the family states a seed's work
+(``uqcal.methods.api.Family.work``: e.g. fewshot's episodes, image size and sampling, BO's iterations and
+objective evaluations) and both jobs' work is known, the stand-in is scaled by the ratio of the two (its source
+then ends in "scaled by work"): a paper-scale job of 40,000 episodes is not costed as a default one of 2,700.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ class Cost:
 
     seconds_per_unit: float
     params: str | None = None
+    work: float | None = None  # the family's work of one seed of the job (None: not stated)
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,7 @@ class PlannedJob:
     units: int = 1
     threads: int = 1
     params: str | None = None
+    work: float | None = None  # the family's work of one seed (``Family.work``; None: not stated)
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,18 @@ def units_of(rule: str, job_payload) -> int:
     return 1
 
 
+def work_of(rule: str, job_payload) -> float | None:
+    """The work of one seed of a train job by its family's ``work`` (None: another rule, or not stated)."""
+    if rule != "train" or not isinstance(job_payload, dict) or "family" not in job_payload:
+        return None
+    from uqcal.methods.api import get_family
+
+    try:
+        return get_family(job_payload["family"]).work_per_seed(job_payload)
+    except (KeyError, TypeError, ValueError, ImportError):  # another version's payload, a missing plug-in: unscaled
+        return None
+
+
 def cost_of_record(record: dict) -> tuple[Job, Cost] | None:
     """A record's job and cost; None when it states no wall time."""
     try:
@@ -78,7 +97,8 @@ def cost_of_record(record: dict) -> tuple[Job, Cost] | None:
         seconds = float(record["resources"]["wall_seconds"])
     except (KeyError, TypeError, ValueError):
         return None
-    return job, Cost(seconds / units_of(job.rule, record.get("job")), params_digest(record.get("params")))
+    return job, Cost(seconds / units_of(job.rule, record.get("job")), params_digest(record.get("params")),
+                     work_of(job.rule, record.get("job")))
 
 
 def record_costs(records_dir: str | Path = RECORDS) -> dict[Job, Cost]:
@@ -159,9 +179,14 @@ def estimate(planned: PlannedJob, book: dict[Job, list[Cost]]) -> Estimate:
     if own:
         return Estimate(own[-1].seconds_per_unit * planned.units, "its record")
     for name, matches in _levels(planned.job):
-        per_unit = [cost.seconds_per_unit for other, costs in book.items() if matches(other) for cost in costs]
-        if per_unit:
-            return Estimate(statistics.median(per_unit) * planned.units, name)
+        stand_ins = [cost for other, costs in book.items() if matches(other) for cost in costs]
+        if not stand_ins:
+            continue
+        scalable = [cost for cost in stand_ins if cost.work and planned.work is not None]
+        if scalable:  # the stand-ins' seconds per work, together (so a job's start-up weighs by its share), times
+            per_work = sum(cost.seconds_per_unit for cost in scalable) / sum(cost.work for cost in scalable)
+            return Estimate(per_work * planned.work * planned.units, f"{name}, scaled by work")
+        return Estimate(statistics.median(cost.seconds_per_unit for cost in stand_ins) * planned.units, name)
     return Estimate(DEFAULT_SECONDS.get(planned.job.rule, FALLBACK_SECONDS) * planned.units, "default")
 
 

@@ -1,0 +1,182 @@
+"""`uqcal cost`: the estimator's work scaling, the per-family sums and the schedule, against hand-computed plans."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from uqcal.methods.bo.work import BO_STEP, CNN_TRAIN_IMAGE
+from uqcal.methods.bo.work import work_per_seed as bo_work
+from uqcal.methods.fewshot import work as fewshot_work
+from uqcal.pipeline.plan import Job
+from uqcal.pipeline.progress.cost import makespan, run_cost, with_work
+from uqcal.pipeline.progress.estimate import Cost, PlannedJob, estimate
+
+MD = Job("train", ("fewshot", "big", "5w1s", "md"))
+PROTONET = Job("train", ("fewshot", "big", "5w1s", "protonet"))
+
+
+@pytest.mark.parametrize("seconds, workers, expected", [
+    ([5, 4, 3, 3], 2, 8),        # longest first: 5 | 4, then 3 on the 4 (7), 3 on the 5 (8)
+    ([5, 4, 3, 3], 8, 5),        # more workers than jobs: the longest job
+    ([2, 2, 2, 2, 2, 2], 3, 4),
+    ([], 4, 0),
+])
+def test_makespan_is_a_longest_first_schedule(seconds, workers, expected):
+    assert makespan(seconds, workers) == expected
+
+
+def test_a_stand_in_is_scaled_by_the_ratio_of_work():
+    # the same method measured twice: 10 s a seed at work 100 and 30 s at work 200 -> 40 s per 300 work;
+    # a job of 2 seeds at work 1,500: 2 x 1,500 x 40 / 300 = 400 s
+    book = {Job("train", ("fewshot", "a", "5w1s", "md")): [Cost(10.0, "p1", 100.0)],
+            Job("train", ("fewshot", "b", "5w1s", "md")): [Cost(30.0, "p2", 200.0)]}
+    found = estimate(PlannedJob(MD, units=2, params="p3", work=1500.0), book)
+    assert found.seconds == pytest.approx(400.0)
+    assert found.source == "same method, scaled by work"
+    # without a stated work it is the median per seed, unscaled
+    assert estimate(PlannedJob(MD, units=2, params="p3"), book).seconds == pytest.approx(2 * 20.0)
+    # its own record (same parameters) is never scaled
+    assert estimate(PlannedJob(Job("train", ("fewshot", "a", "5w1s", "md")), 1, params="p1", work=9e9),
+                    book).seconds == pytest.approx(10.0)
+
+
+def test_reference_costs_take_their_work_by_parameters_digest():
+    book = {MD: [Cost(5.0, "known"), Cost(6.0, "unknown"), Cost(7.0, "stated", 3.0)]}
+    costs = with_work(book, {"known": 42.0, "stated": 99.0})[MD]
+    assert [cost.work for cost in costs] == [42.0, None, 3.0]
+
+
+def _fewshot_payload(**params):
+    return {"family": "fewshot", "dataset": "big", "setting": "5w1s", "params": params,
+            "dataset_spec": {"image_shape": [56, 56, 3]}, "setting_params": {"n_way": 5, "k_shot": 1},
+            "family_params": {"split": {"n_query_train": 15, "n_query_test": 15, "n_val_episodes": 60,
+                                        "n_test_episodes": 40}}}
+
+
+def test_fewshot_work_by_hand():
+    fw = fewshot_work
+    # 56 x 56 at width 64: 4 x the pixels, 4 x the width^2 -> 16 x the reference backbone a image; an episode of
+    # 5 x (1 + 15) = 80 images against 100; 1,000 episodes with a check of 30 episodes every 100 (10 checks)
+    conv = 16 * 80 / 100
+    evaluated = 10 * 30 + 60 + 40
+    marginal = _fewshot_payload(train_episodes=1000, width=64, val_every=100, n_val_check=30, n_mc_samples=512)
+    expected = 1000 * fw.TRAIN_EPISODE * conv + evaluated * (fw.EVAL_FORWARD * conv + fw.MARGINAL_256 * 2)
+    assert fw.work_per_seed(marginal) == pytest.approx(expected)
+    # the authors' full-covariance draws: 5,000 joint draws, half the measured 10,000
+    full = _fewshot_payload(train_episodes={"5w1s": 1000}, width=64, val_every=100, n_val_check=30,
+                            n_mc_samples=512, sampling="full_covariance", n_mc_samples_full=5000)
+    expected_full = 1000 * fw.TRAIN_EPISODE * conv + evaluated * (fw.EVAL_FORWARD * conv + fw.FULL_COVARIANCE_10000 / 2)
+    assert fw.work_per_seed(full) == pytest.approx(expected_full)
+    # no sampling (ProtoNet), no validation checks
+    plain = _fewshot_payload(train_episodes=1000, width=64)
+    assert fw.work_per_seed(plain) == pytest.approx(1000 * fw.TRAIN_EPISODE * conv + 100 * fw.EVAL_FORWARD * conv)
+
+
+def test_bo_work_by_hand():
+    synthetic = {"setting_params": {"n_init": 5, "budget": 20}, "dataset_spec": {"source": {"type": "synthetic"}}}
+    assert bo_work(synthetic) == pytest.approx(20 * BO_STEP)
+    cnn = {"setting_params": {"n_init": 5, "budget": 20},
+           "dataset_spec": {"source": {"type": "hpo", "model": "cnn", "data": "cifar10",
+                                       "options": {"epochs": 2, "train_size": 1000, "test_size": 300}}}}
+    assert bo_work(cnn) == pytest.approx(20 * BO_STEP + 25 * CNN_TRAIN_IMAGE * (2 * 1000 + 100))
+
+
+def test_run_cost_sums_per_family_and_names_the_longest_job():
+    # hand-computed plan: two fewshot trains (one asks for a GPU), a bo train, a dataset, the report
+    book = {MD: [Cost(100.0, "md")], PROTONET: [Cost(10.0, "pn")],
+            Job("train", ("bo", "f", "s", "random")): [Cost(36.0, "r")],
+            Job("materialise", ("big",)): [Cost(72.0, "m")], Job("report"): [Cost(360.0, "rep")]}
+    jobs = [(PlannedJob(MD, 3, params="md"), True), (PlannedJob(PROTONET, 2, params="pn"), False),
+            (PlannedJob(Job("train", ("bo", "f", "s", "random")), 10, params="r"), False),
+            (PlannedJob(Job("materialise", ("big",)), params="m"), False), (PlannedJob(Job("report"), params="rep"), False)]
+    on_cpus = run_cost(jobs, book, cores=2)
+    assert on_cpus.per_family["fewshot"].cpu_hours == pytest.approx((300 + 20) / 3600)
+    assert on_cpus.per_family["fewshot"].seed_runs == 5
+    assert on_cpus.per_family["bo"].cpu_hours == pytest.approx(360 / 3600)
+    assert on_cpus.per_family["data"].cpu_hours == pytest.approx(72 / 3600)
+    assert on_cpus.cpu_hours == pytest.approx((300 + 20 + 360 + 72 + 360) / 3600)
+    assert on_cpus.gpu_hours == 0
+    # 2 cores, longest first: 360 | 360, 300 -> 660, 72 -> 432, 20 -> 452: 660 s
+    assert on_cpus.wall_hours == pytest.approx(660 / 3600)
+    report = on_cpus.as_dict()
+    assert report["longest_job"] in ("train/bo/f/s/random", "report")
+    assert report["longest_job_hours"] == pytest.approx(0.1)
+    # per seed: md 100 s, protonet 10, bo 36; the report (360 s) is one unit: the longest
+    assert report["longest_seed_hours"] == pytest.approx(360 / 3600, abs=1e-3)
+    # one GPU: md's job goes there, 4x faster than on a CPU thread (a family's speed-up; a dataset's wins)
+    with_gpu = run_cost(jobs, book, cores=2, gpus=1, speedups={"fewshot": 4.0, "fewshot/other": 100.0}).as_dict()
+    assert with_gpu["gpu_hours"] == pytest.approx(75 / 3600, abs=1e-3)
+    assert with_gpu["per_family"]["fewshot"]["cpu_hours"] == pytest.approx(20 / 3600, abs=1e-3)
+    # the CPU jobs on 2 cores: 360 | 360, 72 -> 432, 20 -> 380: 432 s (the GPU: 75 s)
+    assert json.loads(json.dumps(with_gpu))["wall_hours"] == pytest.approx(432 / 3600, abs=1e-3)
+    on_gpu = run_cost(jobs, book, cores=2, gpus=1, speedups={"fewshot/big": 0.5})
+    assert on_gpu.gpu_hours == pytest.approx(600 / 3600)  # slower on a GPU (launch-bound): 300 / 0.5
+    assert on_gpu.as_dict()["longest_job"] == "train/fewshot/big/5w1s/md"
+
+
+def test_the_shipped_gpu_speedups_name_families():
+    from uqcal.methods.api import builtin_families
+    from uqcal.pipeline.progress.cost import gpu_speedups
+
+    speedups = gpu_speedups()
+    assert speedups["fewshot"] > 1 and speedups["metareg"] < 1
+    assert {name.split("/")[0] for name in speedups} <= set(builtin_families())
+
+
+def test_paper_config_puts_conv_bound_jobs_on_gpus_and_launch_bound_ones_on_cpus():
+    from uqcal.pipeline.config.load import load_config
+    from uqcal.pipeline.plan import plan, resources
+
+    config = load_config("config/paper.yaml")
+    gpu = {job.key: resources(config, job.key[0], job.key[1], job.key[3])["gpu"] for job in plan(config)
+           if job.rule == "train" and job.key[3] not in ("marginal", "uniform")}
+    assert all(gpu[key] > 0 for key in gpu if key[0] == "fewshot")  # Conv4 at 84 x 84 (28 x 28 for Omniglot)
+    assert all(gpu[key] > 0 for key in gpu if key[0] == "bo" and key[1].startswith("cnn_"))  # a CNN per evaluation
+    assert all(gpu[key] == 0 for key in gpu if key[0] == "bo" and not key[1].startswith("cnn_"))  # small GPs
+    assert all(gpu[key] == 0 for key in gpu if key[0] == "metareg")  # launch-bound: 0.59x on a GPU
+
+
+def test_the_command_costs_the_smoke_config(capsys, monkeypatch):
+    import uqcal.cli as cli
+    from tests.conftest import REPO
+
+    monkeypatch.chdir(REPO)
+    assert cli.main(["cost", "--config", "config/smoke.yaml", "--cores", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    families = report["per_family"]
+    assert {"fewshot", "bo", "rio", "qr", "metareg"} <= set(families)
+    assert report["cpu_hours"] == pytest.approx(sum(f["cpu_hours"] for f in families.values()), abs=0.01)
+    assert report["gpu_hours"] == 0  # no --gpus: every job on the CPUs
+    assert report["longest_job_hours"] == pytest.approx(max(f["longest_job_hours"] for f in families.values()))
+    # two cores: never below the longest job nor below half the work
+    assert report["wall_hours"] >= max(report["longest_job_hours"], report["cpu_hours"] / 2) - 1e-3
+    assert report["longest_job"] == "report" or report["longest_job"].startswith(("train/", "materialise/", "split/"))
+
+
+def test_conv_bound_jobs_take_their_cpus_as_torch_threads():
+    from uqcal.pipeline.config.load import load_config
+    from uqcal.pipeline.plan import payload
+
+    config = load_config("config/paper.yaml")
+    assert config["families"]["fewshot"]["resources"]["cpus"] == 4
+    assert payload(config, Job("train", ("fewshot", "cub200", "5w1s", "md")))["torch_threads"] == 4  # cpus
+    assert payload(config, Job("train", ("bo", "cnn_svhn", "paper-hpo-ei", "calibrated")))["torch_threads"] == 4
+    assert payload(config, Job("train", ("bo", "forrester", "forrester-basin-ucb", "calibrated")))["torch_threads"] == 1
+    assert payload(config, Job("train", ("rio", "yacht", "holdout", "rio")))["torch_threads"] == config["torch_threads"]
+    config["families"]["rio"]["resources"]["torch_threads"] = 3  # a number is taken as it is
+    assert payload(config, Job("train", ("rio", "yacht", "holdout", "rio")))["torch_threads"] == 3
+
+
+def test_a_record_states_its_seeds_work(tmp_path):
+    from uqcal.pipeline.progress.estimate import record_costs
+
+    job = {**_fewshot_payload(train_episodes=1000, width=64), "setting": "5w1s", "seeds": [0, 1]}
+    record = {"rule": "train", "key": ["fewshot", "big", "5w1s", "protonet"], "params": {"a": 1},
+              "resources": {"wall_seconds": 50.0}, "job": job}
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "one.json").write_text(json.dumps(record))
+    (cost,) = record_costs(tmp_path).values()
+    assert cost.seconds_per_unit == pytest.approx(25.0)  # per seed
+    assert cost.work == pytest.approx(fewshot_work.work_per_seed(job))
