@@ -243,7 +243,7 @@ def paired_row(claim, ctx, label, dataset, setting, d, test, direction, accept, 
     hypothesis, p, paper_est = row_test.hypothesis, row_test.p, row_test.paper_estimate
     sd = se * math.sqrt(len(d)) if d is not None else None
     n80 = None  # runs for 80 % power at the paper's effect: a superiority row's question only
-    if paper_est is not None and hypothesis == "superiority":
+    if paper_est is not None and hypothesis == "superiority" and sd is not None:
         n80 = runs_for_power(paper_est, sd, test=test, blocks=blocks)
     parts = [describe, f"diff {fmt(estimate)} ± {fmt(se)} (se), {test_name} p = {fmt(p)}"
              + (f" ({margin_text}: {hypothesis})" if margin_text else "") + (f"; {note}" if note else "")]
