@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize, special, stats
 
 ALPHA = 0.05
 
@@ -92,6 +92,10 @@ def welch_satterthwaite_df(se_a, df_a: float | None, se_b, df_b: float | None):
         return None
     if any(f and df <= 0 for f, df in zip(finite, (df_a, df_b), strict=True)):
         raise ValueError(f"df: degrees of freedom must be positive, got {df_a}, {df_b}")
+    if np.ndim(se_a) == 0 and np.ndim(se_b) == 0:  # one row: plain floats (the report's path, called per draw)
+        var_a, var_b = float(se_a) ** 2, float(se_b) ** 2
+        denominator = (var_a**2 / df_a if finite[0] else 0.0) + (var_b**2 / df_b if finite[1] else 0.0)
+        return (var_a + var_b) ** 2 / denominator if denominator > 0 else None
     var_a, var_b = np.square(se_a), np.square(se_b)
     denominator = (var_a**2 / df_a if finite[0] else 0.0) + (var_b**2 / df_b if finite[1] else 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -108,13 +112,22 @@ def prediction_interval(theta_p, se_p, se_r, level: float = 0.95, df_p: float | 
     """Patil, Peng & Leek (2016): where a replication's estimate falls with probability ``level`` when both studies
     estimate the same effect: theta_p ± t sqrt(se_p^2 + se_r^2), t at the Welch-Satterthwaite df of the two
     standard errors (the normal quantile when neither has a df). Floats, or arrays where the inputs are arrays."""
+    if np.ndim(se_p) == 0 and np.ndim(se_r) == 0 and np.ndim(theta_p) == 0:
+        half = _half_width(float(se_p), float(se_r), level, df_p, df_r)
+        return float(theta_p - half), float(theta_p + half)
     df = welch_satterthwaite_df(se_p, df_p, se_r, df_r)
     q = 0.5 + level / 2
-    quantile = stats.norm.ppf(q) if df is None else stats.t.ppf(q, df)
+    quantile = special.ndtri(q) if df is None else special.stdtrit(df, q)
     half = quantile * np.hypot(se_p, se_r)
     if np.ndim(half) == 0:
         return float(theta_p - half), float(theta_p + half)
     return theta_p - half, theta_p + half
+
+
+@functools.lru_cache(maxsize=4096)
+def _half_width(se_p: float, se_r: float, level: float, df_p: float | None, df_r: float | None) -> float:
+    # one row's half-width: the same in every stability draw of the row (its se's are kept), so cached
+    return _quantile(0.5 + level / 2, welch_satterthwaite_df(se_p, df_p, se_r, df_r)) * math.hypot(se_p, se_r)
 
 
 def prediction_interval_power(bias: float, se_p: float, se_r: float, level: float = 0.95, df_p: float | None = None,
@@ -128,7 +141,13 @@ def prediction_interval_power(bias: float, se_p: float, se_r: float, level: floa
 
 
 def _quantile(q: float, df: float | None) -> float:
-    return float(stats.norm.ppf(q)) if df is None or not math.isfinite(df) else float(stats.t.ppf(q, df))
+    # scipy.special's t and normal functions: the distributions' own, without the frozen-distribution overhead
+    # (stability draws call these thousands of times per report)
+    return float(special.ndtri(q)) if df is None or not math.isfinite(df) else float(special.stdtrit(df, q))
+
+
+def _cdf(x: float, df: float | None) -> float:
+    return float(special.ndtr(x)) if df is None or not math.isfinite(df) else float(special.stdtr(df, x))
 
 
 def d33(se_p: float, df_p: float | None = None, alpha: float = ALPHA, power: float = 0.33) -> float:
@@ -158,7 +177,7 @@ def small_telescopes_pvalue(aligned_r: float, se_r: float, d33_value: float, df_
     if se_r is None or not se_r > 0:
         return float("nan") if aligned_r == d33_value else (0.0 if aligned_r < d33_value else 1.0)
     t_stat = (aligned_r - d33_value) / se_r
-    return float(stats.norm.cdf(t_stat) if df_r is None or not math.isfinite(df_r) else stats.t.cdf(t_stat, df_r))
+    return _cdf(t_stat, df_r)
 
 
 def noninferiority_pvalues(aligned: float, se: float, df: float | None, margin: float) -> tuple[float, float]:
@@ -174,8 +193,7 @@ def noninferiority_pvalues(aligned: float, se: float, df: float | None, margin: 
         shifted = aligned + margin
         return (0.0, 1.0) if shifted > 0 else ((1.0, 0.0) if shifted < 0 else (1.0, 1.0))
     t_stat = (aligned + margin) / se
-    dist = stats.norm if df is None or not math.isfinite(df) else stats.t(df)
-    return float(dist.sf(t_stat)), float(dist.cdf(t_stat))
+    return _cdf(-t_stat, df), _cdf(t_stat, df)
 
 
 def equivalence_pvalues(estimate: float, se: float, df: float | None, margin: float) -> tuple[float, float]:
@@ -192,7 +210,7 @@ def two_sided_pvalue(estimate: float, se: float, df: float | None) -> float:
     if not se > 0:
         return 1.0 if estimate == 0 else 0.0
     t_stat = abs(estimate) / se
-    return float(2 * (stats.norm.sf(t_stat) if df is None or not math.isfinite(df) else stats.t.sf(t_stat, df)))
+    return 2 * _cdf(-t_stat, df)
 
 
 @dataclass(frozen=True)
