@@ -145,8 +145,8 @@ def check_fold_blocked_compare(claim: dict, ctx: ClaimContext) -> ClaimResult:
         if paired is None:
             continue
         va, vb, seeds = paired
-        if len(seeds) <= folds:
-            skipped.append(f"{label}: {len(seeds)} runs over {folds} folds (the test needs repeats)")
+        if len(seeds) < folds + 2:  # df = n - folds >= 2: the fewest at which the t can reach alpha
+            skipped.append(f"{label}: {len(seeds)} runs over {folds} folds (the test needs {folds + 2})")
             continue
         d = va - vb
         res = fold_blocked_test(dict(zip(seeds, d, strict=True)), folds, alpha)
@@ -238,8 +238,8 @@ def check_effect_contrast(claim: dict, ctx: ClaimContext) -> ClaimResult:
         for setting in (first, second):
             runs_a, runs_b = per_seed.get((dataset, setting, a), {}), per_seed.get((dataset, setting, b), {})
             seeds, why = declared_seeds([runs_a, runs_b], declared) if runs_a and runs_b else (None, "not run")
-            if seeds is not None and setting in fixed and len(seeds) <= folds:
-                seeds, why = None, f"{len(seeds)} runs over {folds} folds (the fold-blocked test needs repeats)"
+            if seeds is not None and setting in fixed and len(seeds) < folds + 2:
+                seeds, why = None, f"{len(seeds)} runs over {folds} folds (the fold-blocked test needs {folds + 2})"
             if seeds is None:
                 skipped.append(f"{dataset} / {setting}: {why}")
                 break

@@ -108,6 +108,22 @@ def legend_html() -> str:
             'never supports a claim. docs/verdicts.md gives the formulas and references.</p></details>')
 
 
+def _scope_and_stability(res: ClaimResult) -> str:
+    """The checklist line's scope (``decided_on``) and stability, where the claim has them (issue 47)."""
+    parts = []
+    if getattr(res, "decided_on", None):
+        parts.append(f"decided on: {escape(res.decided_on)}")
+    stab = getattr(res, "stability", None)
+    if stab:
+        text = f"stability: {stab['share']:.0%} of {stab['replications']} replications give this verdict"
+        if stab.get("fragile"):
+            needed = stab.get("n_stable_at_paper_effect")
+            text = "<b>fragile</b>: " + text + (f"; {needed} runs per row at the paper's effect would make it stable"
+                                                if needed else "")
+        parts.append(text)
+    return f"<br><small>{'; '.join(parts)}</small>" if parts else ""
+
+
 def claims_html(results: list[ClaimResult]) -> str:
     if not results:
         return "<p>No claims are listed for this paper.</p>"
@@ -122,6 +138,7 @@ def claims_html(results: list[ClaimResult]) -> str:
         source = f" <small>({escape(res.source)})</small>" if res.source else ""
         others = "".join(f' <span class="bydata {verdict_class(v)}">({escape(name)}: {escape(v.replace("_", " "))})'
                          "</span>" for name, (v, _) in list(res.by_data.items())[1:])
+        source += _scope_and_stability(res)
         rows.append(
             f'<tr id="claim-{escape(res.id)}"><td><details><summary>{escape(res.text)}{source}</summary>'
             f"{_claim_details(res)}</details></td>"

@@ -12,6 +12,7 @@ from scipy import stats
 from uqcal.metrics import replication as R
 from uqcal.pipeline.report.tables import fmt
 from uqcal.pipeline.report.verdicts import (
+    MIN_RUNS_T,
     ClaimContext,
     ClaimResult,
     Evidence,
@@ -123,8 +124,8 @@ def check_stats_curve_greater(claim: dict, ctx: ClaimContext) -> ClaimResult:
         end_b = np.array([c[steps - 1] if len(c) >= steps else np.nan for c in curves[b]], float)
         ran = np.isfinite(end_a) & np.isfinite(end_b)
         broke = int((~np.isfinite(end_b)).sum())
-        if ran.sum() < 2:
-            skipped.append(f"{label}: {int(ran.sum())} pairs of curves (the test needs 2)"
+        if ran.sum() < MIN_RUNS_T:
+            skipped.append(f"{label}: {int(ran.sum())} pairs of curves (the test needs {MIN_RUNS_T})"
                            + (f"; {b} broke down before step {steps - 1} in {broke} of {len(end_b)}" if broke else ""))
             continue
         d = end_a[ran] - end_b[ran]

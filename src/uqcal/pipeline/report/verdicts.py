@@ -110,12 +110,14 @@ class ClaimResult:
     skipped: list[str] = field(default_factory=list)  # rows that could not be tested, and why
     decided_on: str | None = None  # the scope in plain words: datasets of the paper's, folds, units
     stability: dict | None = None  # share of replications at the same n giving the same verdict (stability())
+    config: str | None = None  # not run: the config that runs it
+    needs: str | None = None  # not run: what that config needs, in plain words
 
     def as_dict(self) -> dict:
         return {"id": self.id, "text": self.text, "source": self.source, "verdict": self.verdict,
                 "summary": self.summary, "scope": self.scope, "runs_declared": self.runs_declared,
                 "runs_source": self.runs_source, "decided_by": self.decided_by, "decided_on": self.decided_on,
-                "stability": self.stability,
+                "stability": self.stability, **({"config": self.config, "needs": self.needs} if self.config else {}),
                 "by_data": {name: {"verdict": v, "summary": s} for name, (v, s) in self.by_data.items()},
                 "evidence": [e.as_dict() for e in self.evidence], "rows_not_tested": self.skipped}
 
@@ -264,11 +266,18 @@ def paired_row(claim, ctx, label, dataset, setting, d, test, direction, accept, 
                     None if d is None else len(d), runs, n80)
 
 
-def declared_seeds(seed_sets: list, declared: int | None, minimum: int = 2) -> tuple[list[int] | None, str]:
+# The fewest runs at which a row's test can reach alpha = .05 (REPLICATION-STATISTICS Sec. 10): a t test needs 3
+# (df 2; at df 1 only |t| > 12.7 would); an exact sign test needs 6 pairs (2 / 2^5 = .0625).
+MIN_RUNS_T = 3
+MIN_RUNS_SIGN = 6
+
+
+def declared_seeds(seed_sets: list, declared: int | None,
+                   minimum: int = MIN_RUNS_T) -> tuple[list[int] | None, str]:
     """The seeds a row's test uses: the first ``declared`` seeds that every method ran (runs are fixed in the
     config before results exist, the same for every row of a claim), or all shared seeds when the config declares
     none. None, with the reason, when a row has fewer than the declared runs, or when the declared runs are fewer
-    than the test needs (``minimum``: a paired t-test on one run has no spread and no degrees of freedom)."""
+    than the test needs (``minimum``: a t test below 3 runs cannot reach alpha = .05)."""
     shared = sorted(set.intersection(*(set(s) for s in seed_sets))) if seed_sets else []
     if declared is not None and declared < minimum:
         return None, f"{declared} declared run{'s' if declared != 1 else ''} (the test needs {minimum})"
