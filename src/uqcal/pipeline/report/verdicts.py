@@ -82,7 +82,8 @@ class Evidence:
             out.update({"hypothesis": t.hypothesis, "direction": t.direction, "estimate": _num(t.estimate),
                         "se": _num(t.se), "df": _num(t.df), "p": _num(t.p), "p_adjusted": _num(self.p_adjusted),
                         "margin": _num(t.margin), "paper_estimate": _num(t.paper_estimate),
-                        "paper_se": _num(t.paper_se), "n80_at_paper_effect": _num(self.n80)})
+                        "paper_se": _num(t.paper_se), "paper_df": _num(t.paper_df),
+                        "n80_at_paper_effect": _num(self.n80)})
             out.update({k: _num(v) if k != "side" else v for k, v in self.outcome.items() if k != "verdict"})
         return out
 
