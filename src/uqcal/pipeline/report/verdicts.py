@@ -397,8 +397,12 @@ def stability(claim_id: str, rows: list[Evidence], scope, verdict: str, alpha: f
     share = same / replications
     fragile = share < FRAGILE_BELOW
     needed = [n for n in (_runs_for_stable(r, alpha) for r in rows) if n is not None and math.isfinite(n)]
+    runs = max((r.n or 0 for r in rows), default=0)
+    # runs that would make it stable at the paper's effect; none where the rows already have them (then ours, not
+    # the sample size, sits near a threshold) or where no row has a paper effect
+    stable_at = int(max(needed)) if fragile and needed and max(needed) > runs else None
     return {"share": round(share, 3), "replications": replications, "method": "parametric draw",
-            "fragile": fragile, "n_stable_at_paper_effect": int(max(needed)) if fragile and needed else None}
+            "fragile": fragile, "n_stable_at_paper_effect": stable_at}
 
 
 def _named_datasets(claim: dict, ctx: ClaimContext) -> list[str]:
