@@ -507,19 +507,19 @@ def test_stats_curve_greater_pairs_the_curves_at_their_last_common_step(tmp_path
 
 def test_a_curve_that_broke_down_is_left_out_and_counted_never_a_win(tmp_path):
     # The second gd curve stops logging after step 1 (its Sigma was not positive definite): it has no value at
-    # step 2, so it is not a pair; the two complete pairs alone decide (both favour gd here).
-    md = [[-5.0, -3.0, -2.0], [-5.0, -4.0, -3.0], [-5.0, -4.0, -3.2]]
-    gd = [[-5.0, -2.5, -1.5], [-5.0, -1.0], [-5.0, -3.5, -2.9]]
+    # step 2, so it is not a pair; the three complete pairs alone decide (all favour gd here).
+    md = [[-5.0, -3.0, -2.0], [-5.0, -4.0, -3.0], [-5.0, -4.0, -3.2], [-5.0, -4.0, -3.1]]
+    gd = [[-5.0, -2.5, -1.5], [-5.0, -1.0], [-5.0, -3.5, -2.9], [-5.0, -3.5, -2.7]]
     ctx = _curves_ctx(tmp_path, [{"md": md, "gd_whitened": gd}])
     (row,) = evaluate_claim(claim(CURVE_CHECK), ctx).as_dict()["evidence"]
-    d = np.array([-2.0 - -1.5, -3.2 - -2.9])
-    assert row["n"] == 2 and row["estimate"] == pytest.approx(d.mean())
-    assert "gd_whitened broke down before the end in 1 of 3 curves (left out)" in row["detail"]
+    d = np.array([-2.0 - -1.5, -3.2 - -2.9, -3.1 - -2.7])
+    assert row["n"] == 3 and row["estimate"] == pytest.approx(d.mean())
+    assert "gd_whitened broke down before the end in 1 of 4 curves (left out)" in row["detail"]
     assert row["estimate"] < 0 and row["verdict"] != R.GENERALISES
-    # fewer than 2 complete pairs: the row is not tested (a broken b is not a win for a)
-    gd_broken = [[-5.0, -1.0], [-5.0, -1.0], [-5.0, -3.5, -2.9]]
+    # fewer than 3 complete pairs (a t test cannot reach alpha): the row is not tested (a broken b is not a win)
+    gd_broken = [[-5.0, -1.0], [-5.0, -1.0], [-5.0, -3.5, -2.9], [-5.0, -3.5, -2.7]]
     result = evaluate_claim(claim(CURVE_CHECK), _curves_ctx(tmp_path / "two", [{"md": md, "gd_whitened": gd_broken}]))
     assert result.verdict == NOT_RUN and result.evidence == []
     (why,) = result.skipped
     assert why.startswith("g / 5w5s: ")
-    assert "gd_whitened broke down before step 2 in 2 of 3" in why
+    assert "2 pairs of curves (the test needs 3)" in why and "gd_whitened broke down before step 2 in 2 of 4" in why
