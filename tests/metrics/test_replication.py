@@ -4,6 +4,7 @@ one-sided tests and Holm against statsmodels, and simulations of exact and biase
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -34,7 +35,19 @@ def test_prediction_interval_and_d33_by_hand():
     assert (low, high) == pytest.approx((1 - 1.959964 * 0.5, 1 + 1.959964 * 0.5), abs=1e-6)
     assert R.d33(1.0) == pytest.approx(1.959964 + stats.norm.ppf(0.33), abs=1e-6)  # Simonsohn's 1.52
     assert R.d33(1.0) == pytest.approx(1.52, abs=0.005)
-    assert R.d33(1.0, df_p=2) == pytest.approx(stats.t.ppf(0.975, 2) + stats.t.ppf(0.33, 2))
+    # at the paper's df: the exact 33 %-power effect of the two-sided t test, by the noncentral t's definition
+    for df in (2, 4, 10):
+        delta, crit = R.d33(1.0, df_p=df), stats.t.ppf(0.975, df)
+        assert stats.nct.sf(crit, df, delta) + stats.nct.cdf(-crit, df, delta) == pytest.approx(0.33, abs=1e-8)
+    # the quantile sum t(.975) + t(.33) overstates it by 16 % at 4 df (the issue's finding)
+    assert (stats.t.ppf(0.975, 4) + stats.t.ppf(0.33, 4)) / R.d33(1.0, df_p=4) == pytest.approx(1.164, abs=0.002)
+    assert R.d33(1.0, df_p=10_000) == pytest.approx(R.d33(1.0), abs=2e-3)
+    # the interval's t at the Welch-Satterthwaite df: se 1 with 2 df and se 1 with 4 df: (1 + 1)^2 / (1/2 + 1/4)
+    df = (1 + 1) ** 2 / (1 / 2 + 1 / 4)
+    assert R.welch_satterthwaite_df(1.0, 2, 1.0, 4) == pytest.approx(df)
+    low, high = R.prediction_interval(0.0, 1.0, 1.0, df_p=2, df_r=4)
+    assert high == pytest.approx(stats.t.ppf(0.975, df) * math.sqrt(2))
+    assert R.welch_satterthwaite_df(1.0, None, 2.0, None) is None
     # one-sided p of ours (aligned 0.2, se 1) against d33 = 1.52
     assert R.small_telescopes_pvalue(0.2, 1.0, 1.52) == pytest.approx(stats.norm.cdf(-1.32))
 
@@ -149,10 +162,57 @@ def _simulate(theta_p, se_p, se_r, bias, draws, rng):
     return np.array(verdicts)
 
 
+def _exact_reproductions(df_p, df_r, se_r, draws, rng, effect=3.0):
+    """Both studies estimate the same effect (paper se 1): each estimate and its *estimated* se, the se drawn
+    as sigma sqrt(chi2_df / df) at the study's real df (QR's ± rests on 3 repeats: df 2; a difference, up to 4)."""
+    theta_p, theta_r = rng.normal(effect, 1.0, draws), rng.normal(effect, se_r, draws)
+    est_se_p = np.sqrt(rng.chisquare(df_p, draws) / df_p)
+    est_se_r = se_r * np.sqrt(rng.chisquare(df_r, draws) / df_r)
+    return theta_p, est_se_p, theta_r, est_se_r
+
+
+# df of the paper's and our estimate: QR's 3 repeats (2), a difference of two such means (up to 4), and both
+@pytest.mark.parametrize(("df_p", "df_r"), [(2, 2), (3, 3), (4, 4), (2, 4), (4, 2)])
+@pytest.mark.parametrize("se_r", [0.5, 1.0, 2.0])
+def test_prediction_interval_covers_exact_reproductions_at_few_df(df_p, df_r, se_r):
+    draws = 20_000
+    rng = np.random.default_rng(1000 * df_p + 100 * df_r + int(10 * se_r))
+    theta_p, est_se_p, theta_r, est_se_r = _exact_reproductions(df_p, df_r, se_r, draws, rng)
+    low, high = R.prediction_interval(theta_p, est_se_p, est_se_r, df_p=df_p, df_r=df_r)
+    coverage = np.mean((low <= theta_r) & (theta_r <= high))
+    # >= 95 % up to Monte Carlo error and the Welch-Satterthwaite approximation's slack (Welch's test is slightly
+    # liberal, by < 1 point, where the estimate with fewer df has the larger se: 94.3 % at df 2 against 4)
+    assert coverage >= 0.95 - 0.0075
+    # the old rule, z = 1.96 whatever the df, leaves 8.5-14 % of exact reproductions outside: this test fails on it
+    old_half = 1.959964 * np.hypot(est_se_p, est_se_r)
+    assert np.mean(np.abs(theta_r - theta_p) <= old_half) < 0.925
+
+
+@pytest.mark.parametrize(("df_p", "df_r"), [(2, 2), (4, 4), (2, 4)])
+@pytest.mark.parametrize("se_r", [0.5, 1.0, 2.0])
+def test_exact_reproductions_with_estimated_ses_are_rarely_contradicted(df_p, df_r, se_r):
+    # the verdicts of exact reproductions (paper effect 3 of its se): the interval is two-sided, but only the
+    # unfavourable side (and significance against the claim) contradicts, so contradicted stays below 2.5 %
+    # plus Monte Carlo error; smaller_than_paper is the small-telescopes test's own error (at most its 5 % where
+    # the paper's drawn se puts d33 near the true effect)
+    draws = 3000
+    rng = np.random.default_rng(7 * df_p + 11 * df_r + int(10 * se_r))
+    verdicts = []
+    for tp, sp, tr, sr in zip(*_exact_reproductions(df_p, df_r, se_r, draws, rng), strict=True):
+        test = R.RowTest("superiority", -tr, sr, df_r, R.two_sided_pvalue(tr, sr, df_r), -1, paper_estimate=-tp,
+                         paper_se=sp, paper_df=df_p)
+        verdicts.append(R.row_verdict(test)["verdict"])
+    verdicts = np.array(verdicts)
+    tolerance = 3 * math.sqrt(0.025 * 0.975 / draws)
+    assert np.mean(verdicts == R.CONTRADICTED) <= 0.025 + tolerance
+    assert np.mean(verdicts == R.SMALLER_THAN_PAPER) <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / draws)
+
+
 @pytest.mark.parametrize("ratio", [2.0, 3.0, 5.0])       # the paper's effect in its own se: significant effects
 @pytest.mark.parametrize("se_r", [0.5, 1.0, 2.0])        # our se against the paper's (se_p = 1)
 def test_exact_reproductions_are_reproduced_or_consistent(ratio, se_r):
-    verdicts = _simulate(ratio, 1.0, se_r, 0.0, 4000, np.random.default_rng(int(10 * ratio + 100 * se_r)))
+    # known standard errors (many runs on both sides): the normal limit of the rule
+    verdicts = _simulate(ratio, 1.0, se_r, 0.0, 2000, np.random.default_rng(int(10 * ratio + 100 * se_r)))
     share = np.isin(verdicts, [R.REPRODUCED, R.CONSISTENT]).mean()
     assert share >= 0.95
 
@@ -184,3 +244,37 @@ def test_sign_tests_by_hand():
     assert R.sign_test_pvalues([0.0, 0.0]) == (1.0, 1.0, 1.0)
     # zeros dropped: 2 of 3 positive; P(K >= 2) = 4 / 8, P(K <= 2) = 7 / 8
     assert R.sign_test_pvalues([1.0, -1.0, 2.0, 0.0]) == pytest.approx((1.0, 0.5, 0.875))
+
+
+def test_a_result_better_than_the_papers_never_contradicts_a_margin_claim():
+    # qr_nll_cost_de's shape: "QR does not raise the NLL by more than 0.04" (lower is better, direction -1); the
+    # paper's QR - base is +0.02 ± 0.01, ours -0.5 ± 0.05: non-inferior (p ~ 0), far beyond the interval on the
+    # favourable side -> reproduced (the old rule called it contradicted)
+    p, p_against = R.noninferiority_pvalues(0.5, 0.05, 8, 0.04)
+    test = R.RowTest("noninferiority", -0.5, 0.05, 8, p, -1, 0.04, p_against, 0.02, 0.01, 4)
+    out = R.row_verdict(test)
+    assert (out["side"], out["verdict"]) == ("above", R.REPRODUCED)
+    # worse than the paper beyond the interval but still inside the margin: reproduced_smaller
+    p, p_against = R.noninferiority_pvalues(-0.03, 0.001, 8, 0.04)
+    worse = R.row_verdict(R.RowTest("noninferiority", 0.03, 0.001, 8, p, -1, 0.04, p_against, -0.2, 0.01, 4))
+    assert (worse["side"], worse["verdict"]) == ("below", R.REPRODUCED_SMALLER)
+    # not significant, outside on the unfavourable side: contradicted; on the favourable side: consistent
+    p, p_against = R.noninferiority_pvalues(-0.035, 0.01, 8, 0.04)
+    assert R.row_verdict(R.RowTest("noninferiority", 0.035, 0.01, 8, p, -1, 0.04, p_against, -0.3, 0.01,
+                                   4))["verdict"] == R.CONTRADICTED
+    # equivalence: closer to no difference than the paper's interval is the favourable side
+    p, p_against = R.equivalence_pvalues(0.0, 0.01, 8, 0.1)
+    closer = R.row_verdict(R.RowTest("equivalence", 0.0, 0.01, 8, p, -1, 0.1, p_against, 0.08, 0.005, 4))
+    assert (closer["side"], closer["verdict"]) == ("above", R.REPRODUCED)
+
+
+def test_no_small_telescopes_where_the_papers_effect_opposes_the_claim():
+    # the claim: a < b; the paper's own row has a - b = +0.5 ± 0.3 (against the claim); ours -0.01 ± 0.05 is
+    # not significant and would reject a d33 of 1.5 x 0.3: without the rule it would be smaller_than_paper
+    test = R.RowTest("superiority", -0.01, 0.05, 9, R.two_sided_pvalue(-0.01, 0.05, 9), -1, paper_estimate=0.5,
+                     paper_se=0.3, paper_df=4)
+    out = R.row_verdict(test)
+    assert out["d33"] is None and out["p_d33"] is None
+    assert out["verdict"] == R.CONSISTENT  # favourable side of the paper's interval: never contradicted
+    assert R.paper_supports(test) is False
+    assert R.paper_supports(replace(test, paper_estimate=-0.5)) is True

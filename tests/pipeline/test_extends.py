@@ -166,7 +166,8 @@ def test_prepare_config_refuses_a_config_that_was_not_composed():
 
 
 # ------------------------------------------------------------------------------------------ the shipped configs
-RUN_CONFIGS = ["config.yaml", "extended.yaml", "fewshot-extended.yaml", "paper.yaml", "bo-power.yaml", "arena.yaml",
+RUN_CONFIGS = ["config.yaml", "extended.yaml", "fewshot-extended.yaml", "fewshot-seeds.yaml", "paper.yaml", "bo-power.yaml",
+               "arena.yaml",
                "smoke.yaml"]
 
 

@@ -8,7 +8,12 @@ from pathlib import Path
 import yaml
 from scipy import stats
 
-from uqcal.metrics.replication import SPREAD_KINDS, difference_standard_error, paper_standard_error
+from uqcal.metrics.replication import (
+    SPREAD_KINDS,
+    difference_standard_error,
+    paper_standard_error,
+    welch_satterthwaite_df,
+)
 
 
 @dataclass(frozen=True)
@@ -22,13 +27,14 @@ class PaperNumber:
     table: str
     record: dict | None = None
     cells: tuple | None = None  # a difference: the two cells it is made of
-    difference_df: int | None = None  # a difference of two means over n runs each: 2 (n - 1)
+    difference_df: float | None = None  # a difference of two means: the Welch-Satterthwaite df of their se's
     se_basis: str = ""  # how the se was formed (a difference: the sqrt formula or the paper's test's bound)
 
     @property
     def df(self) -> int | None:
-        """The paper's degrees of freedom: n - 1 for one mean, 2 (n - 1) for a difference of two printed means
-        (Welch's df for equal n and spreads), used for the small-telescopes d33 at small n."""
+        """The paper's degrees of freedom: n - 1 for one mean; for a difference of two printed means the
+        Welch-Satterthwaite df of their standard errors (2 (n - 1) at equal n and spreads), or n - 1 where the se
+        is the bound from the paper's paired test. Used by the prediction interval's and d33's t quantiles."""
         if self.difference_df is not None:
             return self.difference_df
         return None if self.n is None else self.n - 1
@@ -102,11 +108,14 @@ class Reference:
         n = min(c.n for c in cells) if first.n is not None and second.n is not None else None
         diff = first.mean - second.mean
         se, basis = difference_standard_error(first.se, second.se), "sqrt(se_a^2 + se_b^2), an overstatement"
+        df = None
+        if se is not None and first.n is not None and second.n is not None:
+            df = welch_satterthwaite_df(first.se, first.n - 1, second.se, second.n - 1)
+            df = float(2 * (n - 1)) if df is None else df  # two '± 0' cells: the df of equal spreads
         bound = self._dagger_bound(first, second, diff, n)
         if bound is not None and (se is None or bound < se):
-            se, basis = bound, "bounded by the paper's paired t-test (†: p < .05), |diff| / t(.975, n - 1)"
-        return PaperNumber(diff, None, se, n, first.table, None, (first, second), None if n is None else 2 * (n - 1),
-                           basis)
+            se, basis, df = bound, "bounded by the paper's paired t-test (†: p < .05), |diff| / t(.975, n - 1)", n - 1
+        return PaperNumber(diff, None, se, n, first.table, None, (first, second), df, basis)
 
     def _dagger_bound(self, first: PaperNumber, second: PaperNumber, diff: float, n: int | None) -> float | None:
         """Where the paper marks a cell † (a paired t-test against ``marks.dagger_against`` over its n runs, p < .05),

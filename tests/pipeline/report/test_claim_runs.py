@@ -17,7 +17,7 @@ def _specs(config):
 
 
 @pytest.mark.parametrize("path", ["config/config.yaml", "config/extended.yaml", "config/smoke.yaml",
-                                  "config/bo-power.yaml", "config/fewshot-extended.yaml"])
+                                  "config/bo-power.yaml", "config/fewshot-extended.yaml", "config/fewshot-seeds.yaml"])
 def test_every_row_of_the_shipped_configs_reaches_its_declared_runs(path):
     config = load_config(path)
     assert (config.get("report") or {}).get("claim_runs"), f"{path} declares no runs per claim"

@@ -107,10 +107,15 @@ def test_a_comparison_row_carries_its_numbers_and_the_papers_on_the_papers_data_
     paper_se = math.hypot(0.4, 0.3) / math.sqrt(10)
     assert paper["data"] == PAPER_DATA
     assert paper["paper_estimate"] == pytest.approx(-1.0) and paper["paper_se"] == pytest.approx(paper_se)
-    half = Z95 * math.hypot(paper_se, se)
+    # the interval's t at the Welch-Satterthwaite df of the paper's se (itself Welch's df of the two printed
+    # means, 9 runs' df each) and ours (df 9)
+    se_a, se_b = 0.4 / math.sqrt(10), 0.3 / math.sqrt(10)
+    paper_df = (se_a**2 + se_b**2) ** 2 / (se_a**4 / 9 + se_b**4 / 9)
+    df = (paper_se**2 + se**2) ** 2 / (paper_se**4 / paper_df + se**4 / 9)
+    half = stats.t.ppf(0.975, df) * math.hypot(paper_se, se)
     assert (paper["pi_low"], paper["pi_high"]) == pytest.approx((-1.0 - half, -1.0 + half))
-    # d33 in the claim's direction, at the paper's df for a difference of two means over 10 runs each: 2 (10 - 1)
-    assert paper["d33"] == pytest.approx(-R.d33(paper_se, 18))
+    # d33 in the claim's direction, at the paper's df for the difference of two printed means
+    assert paper["d33"] == pytest.approx(-R.d33(paper_se, paper_df))
     assert paper["side"] == "inside" and paper["verdict"] == R.REPRODUCED
     assert paper["n80_at_paper_effect"] == pytest.approx(math.ceil(pairs_for_power(1.0 / d.std(ddof=1))))
     # a stand-in: the paper's numbers are not about this data
@@ -411,8 +416,10 @@ def test_spearman_is_fisher_z_beside_the_papers_rho():
     assert row["estimate"] == pytest.approx(math.atanh(rho)) and row["se"] == pytest.approx(se)
     # the p of the same Fisher-z test that the interval and d33 use (not scipy's t approximation)
     assert row["p"] == pytest.approx(2 * stats.norm.sf(math.atanh(rho) / se)) and (row["n"], row["runs"]) == (6, 3)
-    assert row["paper_estimate"] == pytest.approx(math.atanh(0.9)) and row["paper_se"] == pytest.approx(se)
-    assert row["data"] == PAPER_DATA and row["verdict"] == R.CONSISTENT  # not significant, inside the interval
+    # the paper prints its rho without a spread: no paper se is invented, the row is decided by direction alone
+    assert row["paper_estimate"] == pytest.approx(math.atanh(0.9)) and row["paper_se"] is None
+    assert row["pi_low"] is None and row["d33"] is None
+    assert row["data"] == NO_PAPER_NUMBER and row["verdict"] == R.UNDECIDED  # not significant
 
 
 def test_a_claim_over_several_pairs_and_metrics_has_one_row_per_comparison():
@@ -508,19 +515,19 @@ def test_stats_curve_greater_pairs_the_curves_at_their_last_common_step(tmp_path
 
 def test_a_curve_that_broke_down_is_left_out_and_counted_never_a_win(tmp_path):
     # The second gd curve stops logging after step 1 (its Sigma was not positive definite): it has no value at
-    # step 2, so it is not a pair; the two complete pairs alone decide (both favour gd here).
-    md = [[-5.0, -3.0, -2.0], [-5.0, -4.0, -3.0], [-5.0, -4.0, -3.2]]
-    gd = [[-5.0, -2.5, -1.5], [-5.0, -1.0], [-5.0, -3.5, -2.9]]
+    # step 2, so it is not a pair; the three complete pairs alone decide (all favour gd here).
+    md = [[-5.0, -3.0, -2.0], [-5.0, -4.0, -3.0], [-5.0, -4.0, -3.2], [-5.0, -4.0, -3.1]]
+    gd = [[-5.0, -2.5, -1.5], [-5.0, -1.0], [-5.0, -3.5, -2.9], [-5.0, -3.5, -2.7]]
     ctx = _curves_ctx(tmp_path, [{"md": md, "gd_whitened": gd}])
     (row,) = evaluate_claim(claim(CURVE_CHECK), ctx).as_dict()["evidence"]
-    d = np.array([-2.0 - -1.5, -3.2 - -2.9])
-    assert row["n"] == 2 and row["estimate"] == pytest.approx(d.mean())
-    assert "gd_whitened broke down before the end in 1 of 3 curves (left out)" in row["detail"]
+    d = np.array([-2.0 - -1.5, -3.2 - -2.9, -3.1 - -2.7])
+    assert row["n"] == 3 and row["estimate"] == pytest.approx(d.mean())
+    assert "gd_whitened broke down before the end in 1 of 4 curves (left out)" in row["detail"]
     assert row["estimate"] < 0 and row["verdict"] != R.GENERALISES
-    # fewer than 2 complete pairs: the row is not tested (a broken b is not a win for a)
-    gd_broken = [[-5.0, -1.0], [-5.0, -1.0], [-5.0, -3.5, -2.9]]
+    # fewer than 3 complete pairs (a t test cannot reach alpha): the row is not tested (a broken b is not a win)
+    gd_broken = [[-5.0, -1.0], [-5.0, -1.0], [-5.0, -3.5, -2.9], [-5.0, -3.5, -2.7]]
     result = evaluate_claim(claim(CURVE_CHECK), _curves_ctx(tmp_path / "two", [{"md": md, "gd_whitened": gd_broken}]))
     assert result.verdict == NOT_RUN and result.evidence == []
     (why,) = result.skipped
     assert why.startswith("g / 5w5s: ")
-    assert "gd_whitened broke down before step 2 in 2 of 3" in why
+    assert "2 pairs of curves (the test needs 3)" in why and "gd_whitened broke down before step 2 in 2 of 4" in why

@@ -117,4 +117,11 @@ def _run_check(claim: dict, ctx: ClaimContext) -> ClaimResult:
 
 
 def evaluate_claims(claims: list[dict], ctx: ClaimContext) -> list[ClaimResult]:
-    return [evaluate_claim(claim, ctx) for claim in claims]
+    results = [evaluate_claim(claim, ctx) for claim in claims]
+    by_id = {r.id: r for r in results}
+    for result in results:
+        # a claim on the paper's fixed folds names the verdict of its shuffled-folds companion (<id>_shuffled)
+        companion = by_id.get(f"{result.id}_shuffled")
+        if result.decided_on and companion is not None:
+            result.decided_on += f"; with shuffled folds ({companion.id}): {companion.verdict.replace('_', ' ')}"
+    return results

@@ -153,8 +153,10 @@ def claim_line(res: ClaimResult, href: str = "", details: bool = True) -> str:
     others = "".join(f' <span class="bydata">({escape(name)}: '
                      f"{escape(N.DISPLAYS.get(v, N.DISPLAYS[R.NOT_RUN]).label.lower())})</span>"
                      for name, (v, _) in list(res.by_data.items())[1:])
+    stability = N.stability_text(res)
+    stability = f' <small class="stability">(stability: {escape(stability)})</small>' if stability else ""
     line = (f"{badge(key)}{fragile} <span class=\"claimtext\">{text}</span>{source}"
-            f'<span class="why">{why}{others}</span>')
+            f'<span class="why">{why}{others}{stability}</span>')
     if details and (res.evidence or res.skipped):
         line += f"<details><summary>the numbers behind it</summary>{_claim_details(res)}</details>"
     return line

@@ -15,10 +15,12 @@ any, else that of its other rows; both are kept in ``by_data``. docs/verdicts.md
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
+from scipy import special, stats
 
 from uqcal.metrics import replication as R
 from uqcal.metrics.stats import holm_adjust, paired_pvalue, runs_for_power
@@ -27,6 +29,10 @@ from uqcal.pipeline.report.results import RunFiles
 from uqcal.pipeline.report.tables import fmt
 
 VERDICTS = R.VERDICTS
+# Stability of a verdict: replications drawn per claim (a fixed seed from the claim's id); below this share of
+# replications giving the same verdict, the verdict is fragile (REPLICATION-STATISTICS Sec. 10).
+STABILITY_REPLICATIONS = 200
+FRAGILE_BELOW = 0.8
 NOT_RUN = R.NOT_RUN
 PAPER_DATA, NO_PAPER_NUMBER, STAND_INS = "paper's data", "paper's data, no published number", "stand-ins"
 GROUPS = (PAPER_DATA, NO_PAPER_NUMBER, STAND_INS)
@@ -76,7 +82,8 @@ class Evidence:
             out.update({"hypothesis": t.hypothesis, "direction": t.direction, "estimate": _num(t.estimate),
                         "se": _num(t.se), "df": _num(t.df), "p": _num(t.p), "p_adjusted": _num(self.p_adjusted),
                         "margin": _num(t.margin), "paper_estimate": _num(t.paper_estimate),
-                        "paper_se": _num(t.paper_se), "n80_at_paper_effect": _num(self.n80)})
+                        "paper_se": _num(t.paper_se), "paper_df": _num(t.paper_df),
+                        "n80_at_paper_effect": _num(self.n80)})
             out.update({k: _num(v) if k != "side" else v for k, v in self.outcome.items() if k != "verdict"})
         return out
 
@@ -102,13 +109,16 @@ class ClaimResult:
     scope: object = None
     skipped: list[str] = field(default_factory=list)  # rows that could not be tested, and why
     ours: bool = False  # a check the paper does not make (listed apart from the paper's claims)
+    decided_on: str | None = None  # the scope in plain words: datasets of the paper's, folds, units
+    stability: dict | None = None  # share of replications at the same n giving the same verdict (stability())
     config: str | None = None  # not run: the config file that runs it (None: no config of uqcal can)
     needs: str | None = None  # not run: what running it needs, in plain words (downloads, CPU / GPU hours)
 
     def as_dict(self) -> dict:
         return {"id": self.id, "text": self.text, "source": self.source, "verdict": self.verdict,
                 "summary": self.summary, "scope": self.scope, "runs_declared": self.runs_declared,
-                "runs_source": self.runs_source, "ours": self.ours,
+                "runs_source": self.runs_source, "ours": self.ours, "decided_on": self.decided_on,
+                "stability": self.stability,
                 "by_data": {name: {"verdict": v, "summary": s} for name, (v, s) in self.by_data.items()},
                 "evidence": [e.as_dict() for e in self.evidence], "rows_not_tested": self.skipped,
                 **({"config": self.config, "needs": self.needs} if self.verdict == NOT_RUN else {})}
@@ -246,7 +256,7 @@ def paired_row(claim, ctx, label, dataset, setting, d, test, direction, accept, 
     hypothesis, p, paper_est = row_test.hypothesis, row_test.p, row_test.paper_estimate
     sd = se * math.sqrt(len(d)) if d is not None else None
     n80 = None  # runs for 80 % power at the paper's effect: a superiority row's question only
-    if paper_est is not None and hypothesis == "superiority":
+    if paper_est is not None and hypothesis == "superiority" and sd is not None:
         n80 = runs_for_power(paper_est, sd, test=test, blocks=blocks)
     parts = [describe, f"diff {fmt(estimate)} ± {fmt(se)} (se), {test_name} p = {fmt(p)}"
              + (f" ({margin_text}: {hypothesis})" if margin_text else "") + (f"; {note}" if note else "")]
@@ -258,11 +268,18 @@ def paired_row(claim, ctx, label, dataset, setting, d, test, direction, accept, 
                     None if d is None else len(d), runs, n80)
 
 
-def declared_seeds(seed_sets: list, declared: int | None, minimum: int = 2) -> tuple[list[int] | None, str]:
+# The fewest runs at which a row's test can reach alpha = .05 (REPLICATION-STATISTICS Sec. 10): a t test needs 3
+# (df 2; at df 1 only |t| > 12.7 would); an exact sign test needs 6 pairs (2 / 2^5 = .0625).
+MIN_RUNS_T = 3
+MIN_RUNS_SIGN = 6
+
+
+def declared_seeds(seed_sets: list, declared: int | None,
+                   minimum: int = MIN_RUNS_T) -> tuple[list[int] | None, str]:
     """The seeds a row's test uses: the first ``declared`` seeds that every method ran (runs are fixed in the
     config before results exist, the same for every row of a claim), or all shared seeds when the config declares
     none. None, with the reason, when a row has fewer than the declared runs, or when the declared runs are fewer
-    than the test needs (``minimum``: a paired t-test on one run has no spread and no degrees of freedom)."""
+    than the test needs (``minimum``: a t test below 3 runs cannot reach alpha = .05)."""
     shared = sorted(set.intersection(*(set(s) for s in seed_sets))) if seed_sets else []
     if declared is not None and declared < minimum:
         return None, f"{declared} declared run{'s' if declared != 1 else ''} (the test needs {minimum})"
@@ -280,19 +297,27 @@ def group_of(ctx: ClaimContext, dataset: str | None, test: R.RowTest | None) -> 
     return PAPER_DATA if has_number else NO_PAPER_NUMBER
 
 
-def _decide(rows: list[Evidence], scope, alpha: float) -> tuple[str, str]:
-    """Holm-adjust (where the scope counts rows) and decide each row, then the group's verdict and summary."""
-    pvalues = [e.test.p for e in rows]
+def _row_verdicts(rows: list[R.RowTest], scope, alpha: float) -> tuple[list[float], list[dict]]:
+    """Holm-adjust (where the scope counts rows) and decide each row: (adjusted p-values, row_verdict outcomes)."""
+    pvalues = [t.p for t in rows]
     holm = R.scope_counts_rows(scope) and len(rows) > 1
     adjusted = holm_adjust(pvalues) if holm else pvalues
     # a margin row's test against the claim (beyond the margin) is adjusted the same way
-    against = [e.test.p_against for e in rows]
+    against = [t.p_against for t in rows]
     if holm and all(p is not None for p in against):
         against = holm_adjust(against)
-    for row, p_adj, p_against in zip(rows, adjusted, against, strict=True):
-        row.p_adjusted = float(p_adj)
-        test = row.test if p_against is None else replace(row.test, p_against=float(p_against))
-        row.outcome = R.row_verdict(test, float(p_adj), alpha)
+    outcomes = []
+    for test, p_adj, p_against in zip(rows, adjusted, against, strict=True):
+        test = test if p_against is None else replace(test, p_against=float(p_against))
+        outcomes.append(R.row_verdict(test, float(p_adj), alpha))
+    return [float(p) for p in adjusted], outcomes
+
+
+def _decide(rows: list[Evidence], scope, alpha: float) -> tuple[str, str]:
+    """Holm-adjust (where the scope counts rows) and decide each row, then the group's verdict and summary."""
+    adjusted, outcomes = _row_verdicts([e.test for e in rows], scope, alpha)
+    for row, p_adj, outcome in zip(rows, adjusted, outcomes, strict=True):
+        row.p_adjusted, row.outcome = p_adj, outcome
     verdicts = [r.verdict for r in rows]
     verdict = R.combine_verdicts(verdicts, scope)
     need = R.required_rows(scope, len(rows))
@@ -301,10 +326,161 @@ def _decide(rows: list[Evidence], scope, alpha: float) -> tuple[str, str]:
     return verdict, f"{len(rows)} rows ({counts}); {need} must hold{holm}"
 
 
+class _T:
+    """The t distribution's sf and cdf at a fixed df (scipy.special: no frozen-distribution overhead)."""
+
+    def __init__(self, df: float):
+        self.df = float(df)
+
+    def sf(self, x):
+        return special.stdtr(self.df, -np.asarray(x, float))
+
+    def cdf(self, x):
+        return special.stdtr(self.df, np.asarray(x, float))
+
+
+def _redrawn_pvalues(test: R.RowTest, estimates: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """The row's p (and p against, for a margin row) at redrawn estimates, by the t (normal without a df) that its
+    test uses; a row without spread keeps its p (its estimate is not redrawn)."""
+    normal = test.df is None or not math.isfinite(test.df)
+    dist = stats.norm if normal else _T(test.df)
+    if not test.se > 0:
+        return np.full(estimates.shape, test.p), (None if test.p_against is None
+                                                  else np.full(estimates.shape, test.p_against))
+    if test.hypothesis == "noninferiority":
+        t_stat = (test.direction * estimates + test.margin) / test.se
+        return dist.sf(t_stat), dist.cdf(t_stat)
+    if test.hypothesis == "equivalence":
+        low, high = (estimates + test.margin) / test.se, (test.margin - estimates) / test.se
+        return np.maximum(dist.sf(low), dist.sf(high)), np.minimum(dist.cdf(low), dist.cdf(high))
+    return 2 * dist.sf(np.abs(estimates) / test.se), None
+
+
+def _runs_for_stable(row: Evidence, alpha: float) -> float | None:
+    """Runs per row for 80 % power at the paper's effect (what makes the row's verdict come out the same in 80 % of
+    replications where the paper's effect is true): the row's n80 for superiority; for a margin row, the one-sided
+    test of non-inferiority at the paper's effect plus the margin."""
+    t = row.test
+    if row.n80 is not None:
+        return row.n80
+    if t.paper_estimate is None or t.hypothesis not in ("noninferiority", "equivalence") or not t.se > 0 or not row.n:
+        return None
+    distance = (t.margin - abs(t.paper_estimate) if t.hypothesis == "equivalence"
+                else t.direction * t.paper_estimate + t.margin)
+    if distance <= 0:
+        return None  # the paper's own effect is beyond the margin: no n makes the row hold
+    sd = t.se * math.sqrt(row.n)
+    return float(math.ceil(((stats.norm.ppf(1 - alpha) + stats.norm.ppf(0.8)) * sd / distance) ** 2))
+
+
+def stability(claim_id: str, rows: list[Evidence], scope, verdict: str, alpha: float = R.ALPHA,
+              replications: int = STABILITY_REPLICATIONS) -> dict:
+    """The share of replications at the same n that give the claim's verdict: a parametric draw of each row's
+    estimate from its t (our estimate, our se, our df; the se kept), the row's p recomputed from the draw, then the
+    same decision path (Holm, row verdicts, the scope). Deterministic: the draws' seed is the claim id's CRC32.
+    Fragile below 80 %, with the runs per row that would make it stable at the paper's effect."""
+    rng = np.random.default_rng(zlib.crc32(claim_id.encode()))
+    tests = [r.test for r in rows]
+    draws = []
+    for t in tests:
+        noise = (rng.standard_normal(replications) if t.df is None or not math.isfinite(t.df)
+                 else rng.standard_t(max(float(t.df), 1e-9), replications))
+        estimates = t.estimate + (t.se if t.se > 0 else 0.0) * noise
+        p, p_against = _redrawn_pvalues(t, estimates)
+        draws.append((estimates, p, p_against))
+    same = 0
+    for k in range(replications):
+        redrawn = [replace(t, estimate=float(e[k]), p=float(p[k]),
+                           p_against=None if pa is None else float(pa[k]))
+                   for t, (e, p, pa) in zip(tests, draws, strict=True)]
+        _, outcomes = _row_verdicts(redrawn, scope, alpha)
+        same += R.combine_verdicts([o["verdict"] for o in outcomes], scope) == verdict
+    share = same / replications
+    fragile = share < FRAGILE_BELOW
+    needed = [n for n in (_runs_for_stable(r, alpha) for r in rows) if n is not None and math.isfinite(n)]
+    runs = max((r.n or 0 for r in rows), default=0)
+    # runs that would make it stable at the paper's effect; none where the rows already have them (then ours, not
+    # the sample size, sits near a threshold) or where no row has a paper effect
+    stable_at = int(max(needed)) if fragile and needed and max(needed) > runs else None
+    return {"share": round(share, 3), "replications": replications, "method": "parametric draw",
+            "fragile": fragile, "n_stable_at_paper_effect": stable_at}
+
+
+def _named_datasets(claim: dict, ctx: ClaimContext) -> list[str]:
+    """The paper's datasets the claim speaks of: those its ``datasets`` filter maps to, else those of its paper
+    tables, else every dataset of the paper's reference."""
+    check = claim["check"]
+    if check.get("datasets"):
+        named = [ctx.relations[d].paper for d in check["datasets"] if d in ctx.relations and ctx.relations[d].paper]
+        return list(dict.fromkeys(named)) or list(check["datasets"])
+    tables = check.get("paper_table") or []
+    tables = [tables] if isinstance(tables, str) else list(tables)
+    names: dict[str, None] = {}
+    for table in tables:
+        if table in ctx.reference.tables:
+            names.update(dict.fromkeys(ctx.reference.paper_datasets(table)))
+    return list(names) or (ctx.reference.paper_datasets() if ctx.reference.tables else [])
+
+
+def decided_on(claim: dict, ctx: ClaimContext, rows: list[Evidence], note: str = "") -> str:
+    """The claim's scope in plain words (REPLICATION-STATISTICS Sec. 10): which of the datasets the paper names it
+    was decided on, which stand-ins, the settings, and the unit and number of runs."""
+    datasets = list(dict.fromkeys(r.dataset for r in rows if r.dataset))
+    same = [(d, ctx.relations[d].paper) for d in datasets if ctx.paper_relation(d) is not None]
+    stand_ins = [ctx.relations[d].label() for d in datasets
+                 if d in ctx.relations and ctx.relations[d].kind == "stand_in"]
+    other = [d for d in datasets if ctx.paper_relation(d) is None and d not in
+             {s for s in datasets if s in ctx.relations and ctx.relations[s].kind == "stand_in"}]
+    named = _named_datasets(claim, ctx)
+    parts = []
+    if same:
+        ours = ", ".join(d if d == p else f"{d} = {p}" for d, p in same)
+        covered = len({p for _, p in same} & set(named)) if named else len(same)
+        if named and covered >= len(named):
+            parts.append(f"on {'the' if len(named) == 1 else 'all ' + str(len(named))} dataset"
+                         f"{'s' if len(named) != 1 else ''} the paper names ({ours})")
+        elif named:
+            parts.append(f"on {covered} of the {len(named)} datasets the paper names ({ours}); the others need "
+                         "config/paper.yaml and downloads")
+        else:
+            parts.append(f"on the paper's data ({ours})")
+    elif named:
+        parts.append(f"on none of the {len(named)} datasets the paper names")
+    if stand_ins:
+        parts.append(f"stand-ins: {', '.join(stand_ins)}")
+    if other:
+        parts.append(f"ours: {', '.join(other)}")
+    settings = list(dict.fromkeys(str(r.setting) for r in rows if r.setting is not None))
+    if settings:
+        parts.append(f"setting{'s' if len(settings) > 1 else ''} {', '.join(settings)}")
+    runs = sorted({r.runs for r in rows if r.runs is not None})
+    if claim["check"].get("kind") == "episode_paired":
+        episodes = sorted({r.n for r in rows if r.n is not None})
+        parts.append(f"{'/'.join(map(str, runs))} trained model{'s' if runs != [1] else ''} per method, "
+                     f"{'/'.join(map(str, episodes))} (model, test episode) pairs (episodes are pseudo-replicates of "
+                     "a model: the variance between training seeds is in no error bar unless models >= 3)")
+    elif runs:
+        parts.append(f"{'/'.join(map(str, runs))} runs per row")
+    if note:
+        parts.append(note)
+    return "; ".join(parts) if parts else "no rows"
+
+
+def main_verdict(ctx: ClaimContext, rows: list[Evidence], scope, alpha: float = R.ALPHA) -> str:
+    """The verdict ``finish`` gives these rows (their main data group's), without a ClaimResult: a second reading
+    of the same rows (e.g. folds as random) goes through the same decision."""
+    groups: dict[str, list[Evidence]] = {}
+    for row in rows:
+        groups.setdefault(group_of(ctx, row.dataset, row.test), []).append(row)
+    main = next((name for name in GROUPS if name in groups), None)
+    return NOT_RUN if main is None else _decide(groups[main], scope, alpha)[0]
+
+
 def finish(claim: dict, ctx: ClaimContext, evidence: list[Evidence], what: str, alpha: float = R.ALPHA,
-           skipped: list[str] | None = None) -> ClaimResult:
+           skipped: list[str] | None = None, scope_note: str = "") -> ClaimResult:
     """The claim's result from its rows: each row's group and verdict, each group's verdict under the claim's scope,
-    and the claim's verdict (its paper rows' where it has any)."""
+    and the claim's verdict (its paper rows' where it has any), with its scope in words (``decided_on``, plus
+    ``scope_note``) and its stability."""
     scope = claim["check"].get("scope")
     R.required_rows(scope, 1)  # an unknown scope fails here, with its name
     declared = ctx.declared_runs(claim["id"])
@@ -329,4 +505,6 @@ def finish(claim: dict, ctx: ClaimContext, evidence: list[Evidence], what: str, 
     result.verdict, summary = result.by_data[main]
     result.summary = f"{main}: {summary}"
     result.evidence = tested
+    result.decided_on = decided_on(claim, ctx, tested, scope_note)
+    result.stability = stability(claim["id"], groups[main], scope, result.verdict, alpha)
     return result
