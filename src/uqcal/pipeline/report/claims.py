@@ -97,7 +97,7 @@ def evaluate_claim(claim: dict, ctx: ClaimContext) -> ClaimResult:
     else:
         result = _run_check(claim, ctx)
     result.ours = bool(claim.get("ours", False))
-    if result.verdict == NOT_RUN:
+    if result.verdict == NOT_RUN and not (result.config or result.needs):  # a check may name them itself
         result.config, result.needs = claim.get("config"), claim.get("needs")
         result.summary += (f"; {result.config} runs it" if result.config else "") + (
             f"; needs: {result.needs}" if result.needs else "")
