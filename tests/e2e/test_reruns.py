@@ -410,6 +410,36 @@ def test_snakemake_killed_alone_leaves_its_job_running_and_the_rerun_waits_for_i
     _assert_same_as_uninterrupted(root, uninterrupted)
 
 
+def test_a_second_command_during_a_run_writes_nothing_and_the_run_matches_one_alone(uninterrupted, tmp_path):
+    # Issue 49, item 1: a dry run with another config, and a second real run, while a run trains. Before, the dry
+    # run's start-up rewrote the running jobs' specs (the run then trained with the other config's epochs).
+    root = copy_repo(tmp_path / "busy")
+    config = _metareg_config(root)
+    other = yaml.safe_load((root / config).read_text())
+    other["families"]["metareg"]["methods"]["metacal"]["epochs"] = 3
+    (root / "config/other.yaml").write_text(yaml.safe_dump(other, sort_keys=False))
+    proc = _start_and_wait_for_seed1_checkpoint(root, config)
+    try:
+        specs = {p: p.read_bytes() for p in (root / ".uqcal/specs").rglob("*.json")}
+        for cmd in (["-n", TARGET, "--configfile", "config/other.yaml"], [TARGET, "--cores", "1", "--configfile", config]):
+            second = run([str(BIN / "snakemake"), *cmd], root, check=False)
+            lines = [line for line in (second.stdout + second.stderr).strip().splitlines()
+                     if not line.startswith("Using workflow specific profile")]  # Snakemake's, before the Snakefile
+            assert second.returncode == 2, second.stdout + second.stderr
+            assert len(lines) == 1 and lines[0].startswith("uqcal: this checkout is busy: process "), lines
+            assert f"runs {config}" in lines[0]
+        assert {p: p.read_bytes() for p in (root / ".uqcal/specs").rglob("*.json")} == specs
+        assert proc.wait(timeout=900) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    record = json.loads((root / ".uqcal/records/train/metareg/ozone/ns10/metacal.json").read_text())
+    assert record["params"]["families.metareg.methods.metacal.epochs"] == 60
+    _assert_same_as_uninterrupted(root, uninterrupted)
+    # The checkout is free again once the run has ended: a dry run of the other config plans its change.
+    assert planned_for(root, "config/other.yaml") == {"train metareg/ozone/ns10/metacal", "aggregate metareg"}
+
+
 def _attempts(root: Path) -> list[str]:
     """The train job's log, one item per attempt (each starts with a header)."""
     return _read(root / TRAIN_LOG).split("===== uqcal train metareg/ozone/ns10/metacal: attempt started")[1:]

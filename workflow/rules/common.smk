@@ -1,5 +1,7 @@
 # Shared set-up: validate the config, build the run plan (uqcal.pipeline.plan), and write each job's spec
 # (uqcal.pipeline.records).
+import os
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -33,8 +35,17 @@ JOBS = {(job.rule, job.key): job for job in PLAN}
 # now (uqcal.pipeline.records). A stale job's spec is dated now; current specs and records are dated 1970 and data
 # inputs are ancient (job_inputs), so file dates from git, `dvc pull` or `dvc checkout` decide nothing,
 # and `rerun-triggers: mtime` in the profiles keeps .snakemake/metadata (absent in a fresh clone) out too.
-for _job, _reason in R.refresh_specs(UQ, CONFIG_FILE, PLAN).items():
-    logger.info(f"{_job.rule} {_job.name}: outputs out of date ({_reason})")
+# One writer per checkout (uqcal.pipeline.locks.hold_checkout): the main Snakemake process takes the checkout
+# before it writes a spec and keeps it until it ends; a second command here, a dry run too, is one line and exit 2.
+# A cluster job's Snakemake (not the main process) writes no spec: the run that submitted it did.
+if workflow.is_main_process:
+    try:
+        _CHECKOUT = L.hold_checkout(CONFIG_FILE, workflow.output_settings.dryrun)
+    except L.CheckoutBusy as exc:
+        print(f"uqcal: {exc}", file=sys.stderr, flush=True)
+        os._exit(L.CHECKOUT_BUSY_EXIT)  # before Snakemake writes anything (its own metadata, locks or logs)
+    for _job, _reason in R.refresh_specs(UQ, CONFIG_FILE, PLAN).items():
+        logger.info(f"{_job.rule} {_job.name}: outputs out of date ({_reason})")
 
 # Methods whose runs others build on (rio's network, qr's base models, fewshot's *_ts bases) start first,
 # so the chains behind them are not left for the end of a run with cores idle.
