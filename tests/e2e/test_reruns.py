@@ -148,6 +148,24 @@ def test_a_changed_hyperparameter_reruns_that_method_its_dependants_aggregate_an
     assert "train rio/concrete/holdout/nn" in changed
 
 
+def test_an_override_of_an_inherited_parameter_is_stale_for_snakemake_and_dvc_alike(smoke_run, tmp_path):
+    # Issue 49, item 2: the smoke config becomes a child of its own content (every value inherited), then the
+    # child overrides one value its parent sets. Before, dvc.yaml still named the parent for that key: DVC saw
+    # the method current while Snakemake replanned it.
+    root = copy_run(smoke_run, tmp_path / "repo")
+    (root / "config/smoke-parent.yaml").write_text((root / SMOKE).read_text())
+    (root / SMOKE).write_text("extends: smoke-parent.yaml\n")
+    run([str(BIN / "uqcal"), "dvc-sync", "--config", SMOKE, "--commit"], root, timeout=900)
+    nothing_to_do(root)
+    (root / SMOKE).write_text("extends: smoke-parent.yaml\nfamilies:\n  rio:\n    methods:\n      nn: {max_epochs: 6}\n")
+    expected = downstream_of(smoke_jobs(root, "rio", with_dependants(root, "rio", {"nn"})), {"rio"})
+    assert "train rio/concrete/holdout/rio" in expected
+    assert planned(root) == expected
+    changed = dvc_changed(root)
+    assert "train rio/concrete/holdout/nn" in changed
+    assert dvc_downstream(root, changed) == expected
+
+
 def test_a_fresh_clone_after_pull_reruns_exactly_the_job_whose_parameter_changed(smoke_run, tmp_path):
     root = copy_run(smoke_run, tmp_path / "repo")
     remote = tmp_path / "remote"

@@ -46,6 +46,12 @@ if workflow.is_main_process:
         os._exit(L.CHECKOUT_BUSY_EXIT)  # before Snakemake writes anything (its own metadata, locks or logs)
     for _job, _reason in R.refresh_specs(UQ, CONFIG_FILE, PLAN).items():
         logger.info(f"{_job.rule} {_job.name}: outputs out of date ({_reason})")
+    # dvc.yaml in step with the config as composed now (`extends:`): its params name the file that sets each value
+    # today, so that `dvc status` after `snakemake -n` sees an override of an inherited value as Snakemake does.
+    if Path(".dvc").is_dir():
+        from uqcal.pipeline.dvc import write_dvc_yaml
+
+        write_dvc_yaml(UQ, CONFIG_FILE)
 
 # Methods whose runs others build on (rio's network, qr's base models, fewshot's *_ts bases) start first,
 # so the chains behind them are not left for the end of a run with cores idle.
