@@ -9,6 +9,7 @@ of uqcal.pipeline.identity (the registry's `depends_on`, and which modules a job
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -437,7 +438,11 @@ def test_a_second_command_during_a_run_writes_nothing_and_the_run_matches_one_al
     other["families"]["metareg"]["methods"]["metacal"]["epochs"] = 3
     (root / "config/other.yaml").write_text(yaml.safe_dump(other, sort_keys=False))
     proc = _start_and_wait_for_seed1_checkpoint(root, config)
+    jobs = _train_processes(root)
+    assert jobs, "the run has no train job to hold: the scenario tests nothing"
     try:
+        for pid in jobs:  # held, so that the run certainly goes on while the second commands start
+            os.kill(pid, signal.SIGSTOP)
         specs = {p: p.read_bytes() for p in (root / ".uqcal/specs").rglob("*.json")}
         for cmd in (["-n", TARGET, "--configfile", "config/other.yaml"], [TARGET, "--cores", "1", "--configfile", config]):
             second = run([str(BIN / "snakemake"), *cmd], root, check=False)
@@ -447,8 +452,13 @@ def test_a_second_command_during_a_run_writes_nothing_and_the_run_matches_one_al
             assert len(lines) == 1 and lines[0].startswith("uqcal: this checkout is busy: process "), lines
             assert f"runs {config}" in lines[0]
         assert {p: p.read_bytes() for p in (root / ".uqcal/specs").rglob("*.json")} == specs
+        for pid in jobs:
+            os.kill(pid, signal.SIGCONT)
         assert proc.wait(timeout=900) == 0
     finally:
+        for pid in jobs:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     record = json.loads((root / ".uqcal/records/train/metareg/ozone/ns10/metacal.json").read_text())
