@@ -63,3 +63,94 @@ def test_64_characters_is_a_name_65_is_not(smoke_raw):
 
 def test_the_bad_inputs_page_quotes_the_name_message(smoke_raw):
     assert f"``{_refused(_with_dataset_named(smoke_raw, 'my data'))}``" in PAGE
+
+
+# ------------------------------------------------------------------------------------------ counts
+@pytest.mark.parametrize("where", ["family", "setting", "method", "per dataset"])
+def test_a_seed_count_past_the_bound_is_refused_before_any_run_is_listed(smoke_raw, where, monkeypatch):
+    import uqcal.pipeline.config.runs as runs
+
+    monkeypatch.setattr(runs, "iter_runs", lambda *a, **k: pytest.fail("runs listed before the bound was checked"))
+    cfg = copy.deepcopy(smoke_raw)
+    fam = cfg["families"]["rio"]
+    setting, method = next(iter(fam["settings"])), "nn"
+    key = {"family": "families.rio.seeds", "setting": f"families.rio.settings.{setting}.seeds",
+           "method": "families.rio.methods.nn.seeds", "per dataset": "families.rio.methods.nn.seeds.concrete"}[where]
+    value = {"concrete": 100_000_000} if where == "per dataset" else 100_000_000
+    entry = {"family": fam, "setting": fam["settings"][setting], "method": fam["methods"][method],
+             "per dataset": fam["methods"][method]}[where]
+    entry["seeds"] = value
+    assert _refused(cfg) == f"{key}: 100000000 seeds; at most 1000 (each seed is a run of every method it applies to)"
+
+
+def test_1000_seeds_is_accepted(smoke_raw):
+    cfg = copy.deepcopy(smoke_raw)
+    cfg["families"]["rio"]["seeds"] = 1000
+    prepare_config(cfg, REPO)
+
+
+def test_a_huge_seed_count_fails_validate_config_fast(tmp_path):
+    import resource
+    import subprocess
+    import sys
+
+    (tmp_path / "huge.yaml").write_text(f"extends: {REPO}/config/smoke.yaml\nfamilies:\n  rio:\n    seeds: 100000000\n")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run([sys.executable, "-m", "uqcal", "validate-config", "--config", str(tmp_path / "huge.yaml")],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "uqcal validate-config: error: families.rio.seeds: 100000000 seeds; at most 1000 (each seed is a run of every "
+        "method it applies to)"]
+    assert (after.ru_maxrss - 0) < 2_000_000  # KiB: nowhere near the 4.5 GB the expanded run list took
+
+
+# ------------------------------------------------------------------------------------------ YAML
+def test_a_key_written_twice_in_one_mapping_is_refused_naming_both_lines(tmp_path):
+    from uqcal.pipeline.config.source import load_yaml
+
+    path = tmp_path / "dup.yaml"
+    path.write_text("families:\n  rio:\n    seeds: 1\n    split: {}\n    seeds: 2\n")
+    with pytest.raises(ConfigError) as raised:
+        load_yaml(path)
+    assert str(raised.value) == (f"{path}:5: key 'seeds' appears twice in one mapping (first at line 3); YAML would "
+                                 "keep the last silently. Keep one of them")
+    # the same key in two different mappings is fine, and so is a YAML merge key
+    path.write_text("a: {seeds: 1}\nb: {seeds: 2}\nbase: &b {x: 1}\nc: {<<: *b, y: 2}\n")
+    assert load_yaml(path)["c"] == {"x": 1, "y": 2}
+
+
+def test_the_bad_inputs_page_quotes_the_duplicate_key_and_seed_messages():
+    assert ("``config/x.yaml:5: key 'seeds' appears twice in one mapping (first at line 3); YAML would keep the last "
+            "silently. Keep one of them``") in PAGE
+    assert ("``families.rio.seeds: 100000000 seeds; at most 1000 (each seed is a run of every method it applies "
+            "to)``") in PAGE
+
+
+# ------------------------------------------------------------------------------------------ the machine
+def test_device_cuda_on_a_machine_without_cuda_is_refused_by_validate_config(tmp_path, capsys):
+    import torch
+
+    from uqcal.cli import main
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    (tmp_path / "gpu.yaml").write_text(f"extends: {REPO}/config/smoke.yaml\ndevice: cuda\n")
+    assert main(["validate-config", "--config", str(tmp_path / "gpu.yaml")]) == 2
+    message = capsys.readouterr().err.strip()
+    expected = ("uqcal validate-config: error: device: 'cuda', but this machine has no CUDA device "
+                "(torch.cuda.is_available() is False); use `device: auto` (CUDA when present, else the CPU) or "
+                "`device: cpu`, or run it where the GPU is")
+    assert message == expected
+    assert f"``{expected.removeprefix('uqcal validate-config: error: ')}``" in PAGE
+
+
+def test_a_refused_model_file_is_one_line_and_exit_status_2(capsys):
+    from types import SimpleNamespace
+
+    from uqcal.cli import _report_user_error
+    from uqcal.core.io import UnsafeArtifactError
+
+    error = UnsafeArtifactError("refusing to load results/x/model.pt: it holds a `builtins.open` object.")
+    assert _report_user_error(error, SimpleNamespace(command="train", config=None, spec=None)) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"uqcal train: error: {error}"]

@@ -67,6 +67,15 @@ SUMMARY = _LAYOUT.summary("{family}").as_posix()
 RUNS = _LAYOUT.runs("{family}").as_posix()
 
 
+def check_device():
+    """A CUDA device on a machine without one fails before any job starts, not in training (onstart: the
+    executor is known then; a cluster run checks it in each job, on the node that has the GPU)."""
+    from uqcal.pipeline.config.machine import device_problem
+
+    if workflow.local_exec and (problem := device_problem(UQ["device"])):
+        raise WorkflowError(f"invalid configuration in {CONFIG_FILE}: {problem}")
+
+
 def record(rule, pattern):
     return f"{P.RECORDS}/{rule}/{pattern}.json"
 

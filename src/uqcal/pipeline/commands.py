@@ -33,7 +33,12 @@ def validate_config(args) -> int:
     from uqcal.pipeline.report.build import load_spec
     from uqcal.pipeline.report.claim_runs import claim_runs_problems
 
+    from uqcal.pipeline.config.machine import device_problem
+    from uqcal.pipeline.config.source import ConfigError
+
     config = load_config(args.config or "config/config.yaml")
+    if problem := device_problem(config["device"]):
+        raise ConfigError(problem)
     runs = list(iter_runs(config))
     print(f"{args.config or 'config/config.yaml'}: valid; {len(runs)} runs over {len(config['families'])} families")
     # Rows that cannot reach the runs the config declares for their claim: known before any job runs.

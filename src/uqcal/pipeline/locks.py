@@ -21,7 +21,7 @@ from pathlib import Path
 
 from uqcal.pipeline.identity import build_spec
 from uqcal.pipeline.plan import Job, outputs
-from uqcal.pipeline.records import JobError, input_digests, load_spec, refresh_specs, write_record
+from uqcal.pipeline.records import JobError, check_upstream, input_digests, load_spec, refresh_specs, write_record
 
 LOG = logging.getLogger("uqcal")
 
@@ -270,6 +270,7 @@ def running(args, rule: str, key: tuple[str, ...], elsewhere: bool = False) -> I
     if getattr(args, "spec", None):  # a Snakemake job: its stderr is its log
         log.attach()
     with exclusive(job):
+        check_upstream(spec["upstream"], job)  # never read a file that is not what its job wrote
         inputs = input_digests(spec["upstream"])  # read as the job starts: upstream jobs may have just rerun
         yield spec
         write_record(job, spec, inputs, getattr(args, "started", time.perf_counter()))

@@ -1,9 +1,12 @@
-"""The names a config gives: datasets, settings and methods are identifiers, checked once, at validation.
+"""The names and counts a config gives, checked once, at validation, before anything is expanded from them.
 
+Names: datasets, settings and methods are identifiers.
 A name becomes a folder (``results/<family>/<dataset>/<setting>/<method>/``), a DVC stage, a Snakemake wildcard
 and a file name in the report, so it must be safe in all four: 1 to 64 characters of ASCII letters, digits,
 ``_`` and ``-``, starting with a letter or a digit (no space, no dot, no ``/``, nothing outside ASCII).
-docs/bad-inputs.md lists the message.
+Counts: a ``seeds`` value (a family's, a setting's or a method's, or one dataset's entry of it) is at most
+``SEEDS_MAX``; each seed is a run, and a typo such as ``seeds: 100000000`` must fail here, not grow the run list
+past the machine's memory. docs/bad-inputs.md lists the messages.
 """
 
 from __future__ import annotations
@@ -42,3 +45,27 @@ def check_config_names(config: dict) -> None:
             for name in (fam.get(kind) if isinstance(fam.get(kind), dict) else ()):
                 check_name(name, f"{where}.{kind}", kind[:-1])
 
+
+
+SEEDS_MAX = 1000
+
+
+def check_config_counts(config: dict) -> None:
+    """Every ``seeds`` of every family, setting and method within 1..SEEDS_MAX (before the runs are listed)."""
+    families = config.get("families")
+    for family, fam in (families.items() if isinstance(families, dict) else ()):
+        if not isinstance(fam, dict):
+            continue
+        _check_seeds(fam.get("seeds"), f"families.{family}.seeds")
+        for kind in ("settings", "methods"):
+            for name, entry in (fam.get(kind) if isinstance(fam.get(kind), dict) else {}).items():
+                if isinstance(entry, dict):
+                    _check_seeds(entry.get("seeds"), f"families.{family}.{kind}.{name}.seeds")
+
+
+def _check_seeds(value, where: str) -> None:
+    for key, count in (value.items() if isinstance(value, dict) else [(None, value)]):
+        if isinstance(count, int) and not isinstance(count, bool) and count > SEEDS_MAX:
+            at = f"{where}.{key}" if key is not None else where
+            raise ConfigError(f"{at}: {count} seeds; at most {SEEDS_MAX} (each seed is a run of every method it "
+                              "applies to)")
