@@ -29,12 +29,11 @@ def dvc_sync(args) -> int:
 
 def validate_config(args) -> int:
     from uqcal.pipeline.config.load import load_config
+    from uqcal.pipeline.config.machine import device_problem
     from uqcal.pipeline.config.runs import iter_runs
+    from uqcal.pipeline.config.source import ConfigError
     from uqcal.pipeline.report.build import load_spec
     from uqcal.pipeline.report.claim_runs import claim_runs_problems
-
-    from uqcal.pipeline.config.machine import device_problem
-    from uqcal.pipeline.config.source import ConfigError
 
     config = load_config(args.config or "config/config.yaml")
     if problem := device_problem(config["device"]):
