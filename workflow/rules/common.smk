@@ -94,6 +94,17 @@ wildcard_constraints:
     method=r"[A-Za-z0-9_.+-]+",
 
 
+# Local source files (a csv source's `path`) that are not there yet, e.g. config/paper.yaml's
+# data/downloads/ahm.csv, which is placed by hand: a dry run names each as a missing input and plans on; a run
+# stops on it in the job that reads it (Snakemake's MissingInputException names the file).
+MISSING_LOCAL = {path: job for job in PLAN for path in P.local_files(UQ, job) if not Path(path).exists()}
+if workflow.is_main_process and workflow.output_settings.dryrun:
+    for _path, _job in MISSING_LOCAL.items():
+        _note = UQ["datasets"][_job.key[0]].get("note")
+        logger.warning(f"missing input: {_path} (datasets.{_job.key[0]}.source.path; a run needs it"
+                       + (f": {_note})" if _note else ")"))
+
+
 def job_inputs(rule):
     """A job's inputs: its spec, its upstream jobs' records and their artifacts.
 
@@ -107,10 +118,13 @@ def job_inputs(rule):
         key = tuple(w[name] for name in ("family", "dataset", "setting", "method") if name in w.keys())
         job = JOBS[(rule, key)]
         _await_earlier_job(job)
+        local = P.local_files(UQ, job)
+        if workflow.output_settings.dryrun:  # reported once at start-up (MISSING_LOCAL), not a failed plan
+            local = [path for path in local if path not in MISSING_LOCAL]
         return {
             "spec": job.spec_path,
             "records": [up.record_path for up in P.upstream(UQ, job)],
-            "data": [ancient(path) for path in P.inputs(UQ, job) + P.local_files(UQ, job)],
+            "data": [ancient(path) for path in P.inputs(UQ, job) + local],
         }
 
     return inputs
