@@ -25,7 +25,7 @@ def test_the_slurm_dry_run_of_the_paper_config_on_a_fresh_clone_names_the_missin
     # every local file config/paper.yaml's datasets read, and nothing else (its downloads are fetched by the run)
     registry = yaml.safe_load((root / "config/datasets.paper.yaml").read_text())
     expected = {(entry["source"]["path"], name) for name, entry in registry.items()
-                if isinstance(entry["source"].get("path"), str) and name in out}
+                if isinstance(entry["source"].get("path"), str)}
     assert ("data/downloads/ahm.csv", "ahm") in missing
     assert set(missing) <= expected and len(missing) == len(set(missing))
     assert "This was a dry-run" in out and not list((root / "data").rglob("*.parquet"))
