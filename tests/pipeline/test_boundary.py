@@ -153,3 +153,52 @@ def test_a_refused_model_file_is_one_line_and_exit_status_2(capsys):
     error = UnsafeArtifactError("refusing to load results/x/model.pt: it holds a `builtins.open` object.")
     assert _report_user_error(error, SimpleNamespace(command="train", config=None, spec=None)) == 2
     assert capsys.readouterr().err.strip().splitlines() == [f"uqcal train: error: {error}"]
+
+
+# ------------------------------------------------------------------------------------------ dataset size
+def _tiny_config(root, rows: int) -> str:
+    import shutil
+
+    import numpy as np
+    import yaml
+
+    shutil.copytree(REPO / "config", root / "config")
+    shutil.copytree(REPO / "workflow/schemas", root / "workflow/schemas")
+    rng = np.random.default_rng(0)
+    lines = "".join(f"{a:.4f},{a + rng.normal():.4f}\n" for a in rng.normal(size=rows))
+    (root / "data").mkdir()
+    (root / "data/tiny.csv").write_text("x,y\n" + lines)
+    cfg = yaml.safe_load((root / "config/smoke.yaml").read_text())
+    cfg["datasets"] = {"tiny": {"kind": "single_task_regression", "source": {"type": "csv", "path": "data/tiny.csv"},
+                                "target": "y", "features": "auto", "stands_in_for": "a tiny table"}}
+    cfg["families"] = {"rio": {**cfg["families"]["rio"], "datasets": ["tiny"], "methods": {"marginal": {}}}}
+    (root / "config/tiny.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return "config/tiny.yaml"
+
+
+def test_a_dataset_smaller_than_its_family_needs_is_refused_at_the_split_with_the_reason(tmp_path, monkeypatch,
+                                                                                         capsys):
+    from uqcal.cli import main
+    from uqcal.methods.api import get_family
+
+    monkeypatch.chdir(tmp_path)
+    config = _tiny_config(tmp_path, rows=3)
+    assert main(["materialise", "tiny", "--config", config]) == 0  # three rows, a varying target: a valid table
+    split = ["split", "--config", config, "--family", "rio", "--dataset", "tiny", "--setting", "holdout",
+             "--seed", "0", "--out", str(tmp_path / "split.json")]
+    capsys.readouterr()
+    assert main(split) == 2
+    message = capsys.readouterr().err.strip()
+    rio = get_family("rio")
+    assert message == (f"uqcal split: error: dataset 'tiny' has 3 rows; family rio needs at least {rio.min_rows}: "
+                       f"{rio.min_rows_reason}")
+    assert not (tmp_path / "split.json").exists()
+    assert f"``{message.removeprefix('uqcal split: error: ')}``" in PAGE
+
+
+def test_every_single_task_regression_family_states_its_minimum_and_why():
+    from uqcal.methods.api import get_family
+
+    for name in ("rio", "qr", "arena"):
+        family = get_family(name)
+        assert family.min_rows == 20 and len(family.min_rows_reason) > 40, name

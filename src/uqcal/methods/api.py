@@ -49,6 +49,9 @@ class Family:
     splitter: str
     evaluator: str
     setting_keys: dict[str, Any] = field(default_factory=dict)
+    # The fewest rows a dataset may have for this family, and why (checked when the split is made; 0: none).
+    min_rows: int = 0
+    min_rows_reason: str = ""
     name: str = ""  # set by the registry: the key under ``families:``
     package: str = ""  # set by the registry: the module that defines it
 
