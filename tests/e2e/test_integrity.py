@@ -40,10 +40,12 @@ def test_a_tampered_result_fails_the_run_never_reaches_the_summary_and_the_advic
     original, summary = _tamper(root), _rows(root / SUMMARY)
     lock = (root / "dvc.lock").read_bytes()
 
-    # Nothing to rerun (same size): the run's DVC commit refuses the file, and the run fails.
-    proc = snakemake(["--cores", "1", "--configfile", SMOKE], root, check=False)
+    # A run that reads nothing of rio's (metareg's aggregate again): its DVC commit refuses the file, and the run
+    # fails. (A run with nothing to do at all ends before Snakemake's onsuccess: it commits nothing either.)
+    proc = snakemake(["--cores", "1", "--configfile", SMOKE, "results/metareg/summary.csv", "--forcerun",
+                      "results/metareg/summary.csv"], root, check=False)
     assert proc.returncode != 0, proc.stderr[-3000:]
-    assert "refusing to dvc commit" in proc.stderr and VICTIM in proc.stderr
+    assert "refusing to dvc commit" in proc.stderr and VICTIM in proc.stderr, proc.stderr[-3000:]
     assert (root / "dvc.lock").read_bytes() == lock
 
     # The aggregate run again: it refuses to read the file, and no summary is built from it.
