@@ -367,7 +367,7 @@ def _magnitude_problems(key: str, frame: pd.DataFrame, columns: list[str]) -> li
                 (values.dtype.kind in "iu" and values.dtype.itemsize < 8):
             continue
         magnitude = np.abs(values.to_numpy(dtype=np.float64))
-        too_big = magnitude > MAX_MAGNITUDE
+        too_big = np.isfinite(magnitude) & (magnitude > MAX_MAGNITUDE)  # infinities: reported as missing above
         if too_big.any():
             problems.append(f"{key}: column {column!r} holds {int(too_big.sum())} value(s) beyond ±{MAX_MAGNITUDE:.0e} "
                             f"(largest {float(magnitude.max()):.3g}), which float32 computation cannot use; rescale "
