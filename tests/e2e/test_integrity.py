@@ -42,7 +42,7 @@ def test_a_tampered_result_fails_the_run_never_reaches_the_summary_and_the_advic
 
     # A run that reads nothing of rio's (metareg's aggregate again): its DVC commit refuses the file, and the run
     # fails. (A run with nothing to do at all ends before Snakemake's onsuccess: it commits nothing either.)
-    proc = snakemake(["--cores", "1", "--configfile", SMOKE, "results/metareg/summary.csv", "--forcerun",
+    proc = snakemake(["results/metareg/summary.csv", "--cores", "1", "--configfile", SMOKE, "--forcerun",
                       "results/metareg/summary.csv"], root, check=False)
     assert proc.returncode != 0, proc.stderr[-3000:]
     assert "refusing to dvc commit" in proc.stderr and VICTIM in proc.stderr, proc.stderr[-3000:]
