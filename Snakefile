@@ -51,6 +51,7 @@ rule all:
 
 # A progress line with an ETA from the jobs' recorded costs, and the report's path at the end (uqcal.pipeline.progress).
 onstart:
+    check_device()
     PROGRESS.append(start_snakemake(workflow, logger.info))
 
 
@@ -60,12 +61,15 @@ onerror:
 
 
 onsuccess:
-    # Keep DVC in step with what Snakemake produced: same plan, outputs committed to the DVC cache.
-    # A DVC problem must not turn a finished run into a failed one: report it loudly instead.
+    # Keep DVC in step with what Snakemake produced: same plan, outputs committed to the DVC cache. A refused
+    # commit (a file that is not what its job wrote) or any other DVC failure fails the run: exit status 1.
     if Path(".dvc").is_dir():
         try:
             shell("uqcal dvc-sync --config {CONFIG_FILE:q} --commit")
-        except Exception as exc:
-            print(f"WARNING: results are complete, but `uqcal dvc-sync --commit` failed: {exc}", file=sys.stderr)
+        except Exception:
+            for _progress in filter(None, PROGRESS):
+                _progress.fail()
+            raise WorkflowError("the jobs finished, but `uqcal dvc-sync --commit` failed (its message is above): "
+                                "nothing was committed to DVC, and the run fails")
     for _progress in filter(None, PROGRESS):
         _progress.finish()  # the run's last lines: its time, the report's path, the claims' headline

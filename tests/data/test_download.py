@@ -462,3 +462,33 @@ def test_a_corrupt_unpinned_download_is_one_clear_error_and_records_nothing(serv
     frame, prov = url_source.load(spec, name="yacht", cache_dir=cache, lock_path=lock)
     assert frame.shape == (6, 7) and prov["downloaded"] is False
     assert json.loads(lock.read_text())["yacht"]["sha256"] == sha(good.getvalue())
+
+
+ERROR_PAGE = b"<!DOCTYPE html>\n<html><head><title>503</title></head><body>Service unavailable</body></html>\n"
+
+
+@pytest.mark.parametrize("reader", ["url source (csv)", "obtain without a reader (hpo_paper's downloads)"])
+def test_an_html_error_page_served_as_the_data_records_nothing_and_the_right_file_is_then_accepted(
+        server, dirs, reader):
+    # issue 49, item 5: a csv reader takes an HTML page as a table of one text column; before, its hash was
+    # recorded and the right file refused afterwards.
+    cache, lock = dirs
+    server.files["yacht.data"] = ERROR_PAGE
+    spec = yacht_spec(f"{server.base}/files/yacht.data")
+    spec = {**spec, "format": "csv", "read": {}} if reader.startswith("url") else spec
+
+    def get():
+        if reader.startswith("url"):
+            return url_source.load(spec, name="yacht", cache_dir=cache, lock_path=lock)
+        return url_source.obtain(spec, name="yacht", cache_dir=cache, lock_path=lock)
+
+    with pytest.raises(DataSourceError) as raised:
+        get()
+    message = str(raised.value)
+    assert message.startswith(f"dataset 'yacht': cannot read the download as {spec['format']}: the file is an HTML "
+                              "page (a server's error or login page?), not the data."), message
+    assert "no checksum was recorded" in message
+    assert not lock.exists() and leftovers(cache) == []
+    server.files["yacht.data"] = YACHT  # the right file, downloaded (or placed) afterwards: accepted, recorded
+    get()
+    assert json.loads(lock.read_text())["yacht"]["sha256"] == sha(YACHT)

@@ -9,6 +9,7 @@ of uqcal.pipeline.identity (the registry's `depends_on`, and which modules a job
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -146,6 +147,24 @@ def test_a_changed_hyperparameter_reruns_that_method_its_dependants_aggregate_an
     changed = dvc_changed(root)
     assert dvc_downstream(root, changed) == expected
     assert "train rio/concrete/holdout/nn" in changed
+
+
+def test_an_override_of_an_inherited_parameter_is_stale_for_snakemake_and_dvc_alike(smoke_run, tmp_path):
+    # Issue 49, item 2: the smoke config becomes a child of its own content (every value inherited), then the
+    # child overrides one value its parent sets. Before, dvc.yaml still named the parent for that key: DVC saw
+    # the method current while Snakemake replanned it.
+    root = copy_run(smoke_run, tmp_path / "repo")
+    (root / "config/smoke-parent.yaml").write_text((root / SMOKE).read_text())
+    (root / SMOKE).write_text("extends: smoke-parent.yaml\n")
+    run([str(BIN / "uqcal"), "dvc-sync", "--config", SMOKE, "--commit"], root, timeout=900)
+    nothing_to_do(root)
+    (root / SMOKE).write_text("extends: smoke-parent.yaml\nfamilies:\n  rio:\n    methods:\n      nn: {max_epochs: 6}\n")
+    expected = downstream_of(smoke_jobs(root, "rio", with_dependants(root, "rio", {"nn"})), {"rio"})
+    assert "train rio/concrete/holdout/rio" in expected
+    assert planned(root) == expected
+    changed = dvc_changed(root)
+    assert "train rio/concrete/holdout/nn" in changed
+    assert dvc_downstream(root, changed) == expected
 
 
 def test_a_fresh_clone_after_pull_reruns_exactly_the_job_whose_parameter_changed(smoke_run, tmp_path):
@@ -414,6 +433,45 @@ def test_snakemake_killed_alone_leaves_its_job_running_and_the_rerun_waits_for_i
     assert attempts[1].count("restored the outputs an interrupted run had finished") == 2, attempts[1][-2000:]
     assert not (root / "results/.resume").exists()
     _assert_same_as_uninterrupted(root, uninterrupted)
+
+
+def test_a_second_command_during_a_run_writes_nothing_and_the_run_matches_one_alone(uninterrupted, tmp_path):
+    # Issue 49, item 1: a dry run with another config, and a second real run, while a run trains. Before, the dry
+    # run's start-up rewrote the running jobs' specs (the run then trained with the other config's epochs).
+    root = copy_repo(tmp_path / "busy")
+    config = _metareg_config(root)
+    other = yaml.safe_load((root / config).read_text())
+    other["families"]["metareg"]["methods"]["metacal"]["epochs"] = 3
+    (root / "config/other.yaml").write_text(yaml.safe_dump(other, sort_keys=False))
+    proc = _start_and_wait_for_seed1_checkpoint(root, config)
+    jobs = _train_processes(root)
+    assert jobs, "the run has no train job to hold: the scenario tests nothing"
+    try:
+        for pid in jobs:  # held, so that the run certainly goes on while the second commands start
+            os.kill(pid, signal.SIGSTOP)
+        specs = {p: p.read_bytes() for p in (root / ".uqcal/specs").rglob("*.json")}
+        for cmd in (["-n", TARGET, "--configfile", "config/other.yaml"], [TARGET, "--cores", "1", "--configfile", config]):
+            second = run([str(BIN / "snakemake"), *cmd], root, check=False)
+            lines = [line for line in (second.stdout + second.stderr).strip().splitlines()
+                     if not line.startswith("Using workflow specific profile")]  # Snakemake's, before the Snakefile
+            assert second.returncode == 2, second.stdout + second.stderr
+            assert len(lines) == 1 and lines[0].startswith("uqcal: this checkout is busy: process "), lines
+            assert f"runs {config}" in lines[0]
+        assert {p: p.read_bytes() for p in (root / ".uqcal/specs").rglob("*.json")} == specs
+        for pid in jobs:
+            os.kill(pid, signal.SIGCONT)
+        assert proc.wait(timeout=900) == 0
+    finally:
+        for pid in jobs:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    record = json.loads((root / ".uqcal/records/train/metareg/ozone/ns10/metacal.json").read_text())
+    assert record["params"]["families.metareg.methods.metacal.epochs"] == 60
+    _assert_same_as_uninterrupted(root, uninterrupted)
+    # The checkout is free again once the run has ended: a dry run of the other config plans its change.
+    assert {"train metareg/ozone/ns10/metacal", "aggregate metareg"} <= planned_for(root, "config/other.yaml")
 
 
 def _attempts(root: Path) -> list[str]:

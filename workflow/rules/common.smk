@@ -1,5 +1,7 @@
 # Shared set-up: validate the config, build the run plan (uqcal.pipeline.plan), and write each job's spec
 # (uqcal.pipeline.records).
+import os
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -33,8 +35,23 @@ JOBS = {(job.rule, job.key): job for job in PLAN}
 # now (uqcal.pipeline.records). A stale job's spec is dated now; current specs and records are dated 1970 and data
 # inputs are ancient (job_inputs), so file dates from git, `dvc pull` or `dvc checkout` decide nothing,
 # and `rerun-triggers: mtime` in the profiles keeps .snakemake/metadata (absent in a fresh clone) out too.
-for _job, _reason in R.refresh_specs(UQ, CONFIG_FILE, PLAN).items():
-    logger.info(f"{_job.rule} {_job.name}: outputs out of date ({_reason})")
+# One writer per checkout (uqcal.pipeline.locks.hold_checkout): the main Snakemake process takes the checkout
+# before it writes a spec and keeps it until it ends; a second command here, a dry run too, is one line and exit 2.
+# A cluster job's Snakemake (not the main process) writes no spec: the run that submitted it did.
+if workflow.is_main_process:
+    try:
+        _CHECKOUT = L.hold_checkout(CONFIG_FILE, workflow.output_settings.dryrun)
+    except L.CheckoutBusy as exc:
+        print(f"uqcal: {exc}", file=sys.stderr, flush=True)
+        os._exit(L.CHECKOUT_BUSY_EXIT)  # before Snakemake writes anything (its own metadata, locks or logs)
+    for _job, _reason in R.refresh_specs(UQ, CONFIG_FILE, PLAN).items():
+        logger.info(f"{_job.rule} {_job.name}: outputs out of date ({_reason})")
+    # dvc.yaml in step with the config as composed now (`extends:`): its params name the file that sets each value
+    # today, so that `dvc status` after `snakemake -n` sees an override of an inherited value as Snakemake does.
+    if Path(".dvc").is_dir():
+        from uqcal.pipeline.dvc import write_dvc_yaml
+
+        write_dvc_yaml(UQ, CONFIG_FILE)
 
 # Methods whose runs others build on (rio's network, qr's base models, fewshot's *_ts bases) start first,
 # so the chains behind them are not left for the end of a run with cores idle.
@@ -48,6 +65,15 @@ SPLIT_DIR = _LAYOUT.split_dir("{family}", "{dataset}", "{setting}").as_posix()  
 METHOD_DIR = _LAYOUT.method_dir("{family}", "{dataset}", "{setting}", "{method}").as_posix()  # seed<k>/ inside
 SUMMARY = _LAYOUT.summary("{family}").as_posix()
 RUNS = _LAYOUT.runs("{family}").as_posix()
+
+
+def check_device():
+    """A CUDA device on a machine without one fails before any job starts, not in training (onstart: the
+    executor is known then; a cluster run checks it in each job, on the node that has the GPU)."""
+    from uqcal.pipeline.config.machine import device_problem
+
+    if workflow.local_exec and (problem := device_problem(UQ["device"])):
+        raise WorkflowError(f"invalid configuration in {CONFIG_FILE}: {problem}")
 
 
 def record(rule, pattern):
@@ -68,6 +94,17 @@ wildcard_constraints:
     method=r"[A-Za-z0-9_.+-]+",
 
 
+# Local source files (a csv source's `path`) that are not there yet, e.g. config/paper.yaml's
+# data/downloads/ahm.csv, which is placed by hand: a dry run names each as a missing input and plans on; a run
+# stops on it in the job that reads it (Snakemake's MissingInputException names the file).
+MISSING_LOCAL = {path: job for job in PLAN for path in P.local_files(UQ, job) if not Path(path).exists()}
+if workflow.is_main_process and workflow.output_settings.dryrun:
+    for _path, _job in MISSING_LOCAL.items():
+        _note = UQ["datasets"][_job.key[0]].get("note")
+        logger.warning(f"missing input: {_path} (datasets.{_job.key[0]}.source.path; a run needs it"
+                       + (f": {_note})" if _note else ")"))
+
+
 def job_inputs(rule):
     """A job's inputs: its spec, its upstream jobs' records and their artifacts.
 
@@ -81,10 +118,13 @@ def job_inputs(rule):
         key = tuple(w[name] for name in ("family", "dataset", "setting", "method") if name in w.keys())
         job = JOBS[(rule, key)]
         _await_earlier_job(job)
+        local = P.local_files(UQ, job)
+        if workflow.output_settings.dryrun:  # reported once at start-up (MISSING_LOCAL), not a failed plan
+            local = [path for path in local if path not in MISSING_LOCAL]
         return {
             "spec": job.spec_path,
             "records": [up.record_path for up in P.upstream(UQ, job)],
-            "data": [ancient(path) for path in P.inputs(UQ, job) + P.local_files(UQ, job)],
+            "data": [ancient(path) for path in P.inputs(UQ, job) + local],
         }
 
     return inputs

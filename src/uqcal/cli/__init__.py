@@ -253,7 +253,8 @@ def _is_user_error(exc: BaseException, args) -> bool:
         return exc.filename is not None and str(exc.filename) in _named_paths(args)
     for module, name in (("uqcal.pipeline.config.source", "ConfigError"), ("uqcal.data.errors", "DataSourceError"),
                          ("uqcal.pipeline.records", "JobError"), ("uqcal.methods.api", "ParameterError"),
-                         ("uqcal.core.numerics", "NumericsError")):
+                         ("uqcal.core.numerics", "NumericsError"),
+                         ("uqcal.core.io", "UnsafeArtifactError")):  # a refused model file: its message says why
         cls = getattr(sys.modules.get(module), name, None)
         if cls is not None and isinstance(exc, cls):
             return True

@@ -123,13 +123,27 @@ def multitask_split(table: Table, params: dict, seed: int) -> dict:
 # ----------------------------------------------------------------------------------------- single task
 def _standardisation(table: Table, train: np.ndarray) -> dict:
     X, y = table.X[train], table.y[train]
-    x_std = X.std(axis=0)
+    x_mean, x_std = _mean_std(X)
+    y_mean, y_std = _mean_std(y)
     return {
-        "x_mean": X.mean(axis=0).tolist(),
+        "x_mean": x_mean.tolist(),
         "x_std": np.where(x_std > 0, x_std, 1.0).tolist(),  # constant columns stay unscaled
-        "y_mean": float(y.mean()),
-        "y_std": float(y.std()) if y.std() > 0 else 1.0,
+        "y_mean": float(y_mean),
+        "y_std": float(y_std) if y_std > 0 else 1.0,
     }
+
+
+def _mean_std(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Column means and standard deviations, overflow-safe: where the plain computation overflows (a value near
+    1e308 squared), it is done again on the column divided by its largest magnitude, and scaled back."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean, std = values.mean(axis=0), values.std(axis=0)
+        if np.all(np.isfinite(mean)) and np.all(np.isfinite(std)):
+            return mean, std
+        scale = np.max(np.abs(values), axis=0)
+        scale = np.where((scale > 0) & np.isfinite(scale), scale, 1.0)
+        scaled = values / scale
+        return scaled.mean(axis=0) * scale, scaled.std(axis=0) * scale
 
 
 def holdout_split(table: Table, params: dict, seed: int) -> dict:

@@ -26,6 +26,10 @@ from uqcal.data.errors import DataSourceError, outside_repo_problem
 
 MISSING_POLICIES = ("error", "drop")
 DEFAULT_MAX_CATEGORIES = 20
+# The largest magnitude a feature or target may hold: methods compute in float32, whose squares and sums of up
+# to a million squares stay finite below it (float32's largest value is 3.4e38); 1e308 would be zeroed by a
+# standardisation whose variance overflows, or fail in training.
+MAX_MAGNITUDE = 1e15
 REGRESSION_KINDS = ("single_task_regression", "multitask_regression")
 RESHAPE_STEPS = ("melt", "lags", "grid_regions", "rename", "query")
 log = logging.getLogger(__name__)
@@ -305,6 +309,7 @@ def check_frame(name: str, spec: dict, frame: pd.DataFrame) -> tuple[pd.DataFram
     if frame.empty:
         problems.append(f"{key}: no rows left" + (" after dropping rows with missing values" if record else ""))
         fail(problems, f"dataset {name!r}")
+    problems += _magnitude_problems(key, frame, used)
 
     target = spec.get("target")
     if kind in REGRESSION_KINDS and target in frame:
@@ -350,6 +355,24 @@ def check_frame(name: str, spec: dict, frame: pd.DataFrame) -> tuple[pd.DataFram
             )
     fail(problems, f"dataset {name!r}")
     return frame, record
+
+
+def _magnitude_problems(key: str, frame: pd.DataFrame, columns: list[str]) -> list[str]:
+    """Columns holding a value beyond ``MAX_MAGNITUDE`` (float and 64-bit integer columns: narrower integers and
+    booleans cannot, so wide pixel tables cost nothing)."""
+    problems = []
+    for column in columns:
+        values = frame[column]
+        if not isinstance(values.dtype, np.dtype) or values.dtype.kind not in "iuf" or \
+                (values.dtype.kind in "iu" and values.dtype.itemsize < 8):
+            continue
+        magnitude = np.abs(values.to_numpy(dtype=np.float64))
+        too_big = np.isfinite(magnitude) & (magnitude > MAX_MAGNITUDE)  # infinities: reported as missing above
+        if too_big.any():
+            problems.append(f"{key}: column {column!r} holds {int(too_big.sum())} value(s) beyond ±{MAX_MAGNITUDE:.0e} "
+                            f"(largest {float(magnitude.max()):.3g}), which float32 computation cannot use; rescale "
+                            "the column (another unit) or leave it out (`drop:` / `features:`)")
+    return problems
 
 
 # --------------------------------------------------------------------------------- at the split

@@ -55,6 +55,9 @@ class Family:
     # machine, from the payload's parameters (episodes, iterations, image size, ...). Cost estimates scale a
     # measured job's seconds by the ratio of two jobs' work (uqcal.pipeline.progress.estimate). "": per seed.
     work: str = ""
+    # The fewest rows a dataset may have for this family, and why (checked when the split is made; 0: none).
+    min_rows: int = 0
+    min_rows_reason: str = ""
     name: str = ""  # set by the registry: the key under ``families:``
     package: str = ""  # set by the registry: the module that defines it
 

@@ -29,13 +29,17 @@ def dvc_sync(args) -> int:
 
 def validate_config(args) -> int:
     from uqcal.pipeline.config.load import load_config
+    from uqcal.pipeline.config.machine import device_problem
     from uqcal.pipeline.config.runs import iter_runs
+    from uqcal.pipeline.config.source import ConfigError
     from uqcal.pipeline.report.build import load_spec
     from uqcal.pipeline.report.claim_runs import claim_runs_problems
     from uqcal.pipeline.report.spec_check import check_report_specs
 
     config = load_config(args.config or "config/config.yaml")
     check_report_specs(list(config["families"]))  # each family's report.yaml and margins, before any job
+    if problem := device_problem(config["device"]):
+        raise ConfigError(problem)
     runs = list(iter_runs(config))
     print(f"{args.config or 'config/config.yaml'}: valid; {len(runs)} runs over {len(config['families'])} families")
     # Rows that cannot reach the runs the config declares for their claim: known before any job runs.

@@ -21,7 +21,7 @@ import yaml
 from uqcal.core.io import write_text
 from uqcal.pipeline.identity import source_files
 from uqcal.pipeline.plan import RECORDS, Job, _present, inputs, local_files, outputs, param_keys, plan
-from uqcal.pipeline.records import OutputsChangedError, check_outputs
+from uqcal.pipeline.records import OutputsChangedError, changed_outputs_message, check_outputs
 
 LOG = logging.getLogger("uqcal")
 
@@ -165,20 +165,25 @@ def check_recorded(stages: dict, names: list[str], root: Path = Path(".")) -> No
     `dvc commit --force` records whatever the workspace holds, and from the cache it is pushed to others; a
     result edited by hand (one digit of a metrics.json, same size) would pass for the pipeline's.
     """
-    problems = []
+    problems, jobs = [], []
     with contextlib.chdir(root):
         for name in names:
             outs = stages[name]["outs"]
             records = [out for out in outs if out.startswith(f"{RECORDS}/")]
             if len(records) == 1:  # a stage uqcal generated: its artifacts and its record
-                problems += check_outputs([out for out in outs if out not in records], records[0])
+                found = check_outputs([out for out in outs if out not in records], records[0])
+                if found:
+                    problems += found
+                    jobs.append(_job_of(records[0]))
     if problems:
-        shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
-        raise OutputsChangedError(
-            f"refusing to dvc commit: {len(problems)} output file(s) differ from what their job wrote:\n  {shown}\n"
-            "Nothing was committed. Restore them (`dvc checkout <file>`) or rerun their jobs "
-            "(`snakemake --forcerun <file>`), then commit again (`uqcal dvc-sync --commit`)."
-        )
+        raise OutputsChangedError(changed_outputs_message(
+            "dvc commit", problems, jobs, "Nothing was committed.",
+            ", then commit again (`uqcal dvc-sync --commit`)"))
+
+
+def _job_of(record_path: str) -> Job:
+    rule, _, name = Path(record_path).relative_to(RECORDS).with_suffix("").as_posix().partition("/")
+    return Job(rule, tuple(name.split("/")) if rule != "report" else ())
 
 
 def commit_targets(stages: dict, done: list[str]) -> tuple[list[str], list[str]]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from uqcal.pipeline.identity import build_spec
 from uqcal.pipeline.plan import Job, outputs
-from uqcal.pipeline.records import JobError, input_digests, load_spec, refresh_specs, write_record
+from uqcal.pipeline.records import JobError, check_upstream, input_digests, load_spec, refresh_specs, write_record
 
 LOG = logging.getLogger("uqcal")
 
@@ -132,6 +132,45 @@ def await_earlier_job(config: dict, config_path: str, job: Job, dry_run: bool, s
     refresh_specs(config, config_path, [job])
 
 
+class CheckoutBusy(JobError):
+    """Another Snakemake command holds this checkout (it plans or runs); this one must write nothing."""
+
+
+CHECKOUT_LOCK = "checkout.lock"
+CHECKOUT_BUSY_EXIT = 2
+
+
+def hold_checkout(config_path: str, dry_run: bool, locks: Path | None = None):
+    """One writer per checkout: take ``.uqcal/locks/checkout.lock`` for this Snakemake command, before it writes a
+    spec, and keep it until the process ends (the handle returned; the kernel frees the lock when the process
+    dies, killed or not). A second command, a dry run included, while a run plans or runs here raises
+    `CheckoutBusy` having written nothing: its start-up would rewrite the specs that the running jobs read.
+
+    The handle is not inherited by the jobs (Python opens files close-on-exec), so a killed Snakemake's orphaned
+    jobs do not keep the checkout; their own job locks (`exclusive`) make the next run wait for them.
+    """
+    from uqcal.pipeline.plan import LOCKS
+
+    path = (locks or LOCKS) / CHECKOUT_LOCK
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(path, "a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        holder = fh.read().strip() or "another process"
+        fh.close()
+        raise CheckoutBusy(
+            f"this checkout is busy: {holder} (it holds {path}); nothing was planned or written. Wait for it to "
+            "end, or run the second config in another clone.") from None
+    fh.seek(0)
+    fh.truncate()
+    stamp = time.strftime("%H:%M:%S UTC", time.gmtime())
+    fh.write(f"process {os.getpid()} {'plans a dry run' if dry_run else 'runs'} {config_path}, since {stamp}\n")
+    fh.flush()
+    return fh
+
+
 def ancestry() -> list[int]:
     """This process's parent and grandparent (Linux: /proc; [] elsewhere).
 
@@ -231,6 +270,7 @@ def running(args, rule: str, key: tuple[str, ...], elsewhere: bool = False) -> I
     if getattr(args, "spec", None):  # a Snakemake job: its stderr is its log
         log.attach()
     with exclusive(job):
+        check_upstream(spec["upstream"], job)  # never read a file that is not what its job wrote
         inputs = input_digests(spec["upstream"])  # read as the job starts: upstream jobs may have just rerun
         yield spec
         write_record(job, spec, inputs, getattr(args, "started", time.perf_counter()))

@@ -167,6 +167,35 @@ def check_outputs(outs: list[str], record_path: str) -> list[str]:
     return problems
 
 
+def changed_outputs_message(action: str, problems: list[str], jobs: list[Job], nothing: str, then: str = "") -> str:
+    """The refusal for files that differ from what their job wrote: what they are, and two ways back that work
+    as written (DVC's copy, for outputs it has committed; the job run again, always)."""
+    shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
+    outs = " ".join(out for job in jobs for out in outputs(job))
+    return (f"refusing to {action}: {len(problems)} file(s) differ from what their job wrote:\n  {shown}\n"
+            f"{nothing} Restore them from DVC's cache (`dvc checkout --force {outs}`, if they were committed) or rerun "
+            f"their jobs (`snakemake --cores 1 --configfile <config> --forcerun {outs}`){then}.")
+
+
+def check_upstream(record_paths: list[str], reader: Job) -> None:
+    """Refuse to read an upstream job's files that are not what it wrote (sha256 against its record): a result
+    edited by hand (one digit of a metrics.json, same size, which Snakemake does not see) never reaches a
+    summary, a report or a model built on it. An upstream job without a record is not judged here."""
+    problems, jobs = [], []
+    for path in record_paths:
+        record = _read_json(path)
+        if not record or "rule" not in record:
+            continue
+        job = Job(record["rule"], tuple(record["key"]))
+        found = check_outputs(outputs(job), path)
+        if found:
+            problems += found
+            jobs.append(job)
+    if problems:
+        raise OutputsChangedError(changed_outputs_message(
+            f"run {reader.rule} {reader.name}", problems, jobs, "Nothing was read or written."))
+
+
 def write_record(job: Job, spec: dict, inputs: dict, started: float) -> dict:
     """Record what the finished job's outputs were made from (its spec and inputs) and what they hold."""
     from uqcal.core.io import write_json

@@ -186,6 +186,20 @@ def _validate(spec: dict, name: str) -> dict:
     return params
 
 
+def _check_content(path: Path, format: str) -> None:
+    """What every download must pass, whoever reads it later (a table, an archive, an image set): not empty and
+    not an HTML page (a server's error, login or redirect page served with status 200), which a csv or
+    whitespace reader would otherwise take as a table of one text column."""
+    with open(path, "rb") as fh:
+        head = fh.read(1024)
+    if not head:
+        raise DataSourceError("the file is empty")
+    start = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    if "html" not in format and start.startswith((b"<!doctype html", b"<html", b"<head", b"<?xml")) \
+            and b"<html" in head.lower():
+        raise DataSourceError("the file is an HTML page (a server's error or login page?), not the data")
+
+
 def obtain(spec: dict, *, name: str, cache_dir: Path, lock_path: Path | None = None,
            check: Callable[[Path], object] | None = None) -> tuple[Path, dict]:
     """Make sure the verified file is in the cache; return its path and the provenance record.
@@ -222,25 +236,27 @@ def obtain(spec: dict, *, name: str, cache_dir: Path, lock_path: Path | None = N
             ) from None
         downloaded = True
         log.info("%s: downloaded %s (%d bytes, %d attempt(s))", name, url, size, attempts)
-    if check is not None:
-        try:
+    # Every download is read before its hash is recorded: at least as not an error page (_check_content).
+    try:
+        _check_content(path, params["format"])
+        if check is not None:
             check(path)
-        except Exception as error:  # any reader's failure (BadZipFile, ParserError, ...): one message
-            reason = f"{type(error).__name__}: {error}" if not isinstance(error, DataSourceError) else str(error)
-            if expected is None:
-                if downloaded:
-                    path.unlink(missing_ok=True)
-                origin = (f"the file downloaded from {url} ({size} bytes, sha256 {digest}) was removed"
-                          if downloaded else f"{path} (sha256 {digest}) was kept; delete or replace it")
-                raise DataSourceError(
-                    f"dataset {name!r}: cannot read the {'download' if downloaded else 'cached file'} as "
-                    f"{params['format']}: {reason}. It is corrupt or not the file this entry describes: {origin}, "
-                    f"and no checksum was recorded in {lock_path}. "
-                    + _manual_instructions(name, url, path, None)
-                ) from None
-            raise DataSourceError(f"dataset {name!r}: {path} has the expected sha256 {digest} but cannot be read "
-                                  f"as {params['format']}: {reason}; check the entry's format, member and read "
-                                  "options") from None
+    except Exception as error:  # any reader's failure (BadZipFile, ParserError, ...): one message
+        reason = f"{type(error).__name__}: {error}" if not isinstance(error, DataSourceError) else str(error)
+        if expected is None:
+            if downloaded:
+                path.unlink(missing_ok=True)
+            origin = (f"the file downloaded from {url} ({size} bytes, sha256 {digest}) was removed"
+                      if downloaded else f"{path} (sha256 {digest}) was kept; delete or replace it")
+            raise DataSourceError(
+                f"dataset {name!r}: cannot read the {'download' if downloaded else 'cached file'} as "
+                f"{params['format']}: {reason}. It is corrupt or not the file this entry describes: {origin}, "
+                f"and no checksum was recorded in {lock_path}. "
+                + _manual_instructions(name, url, path, None)
+            ) from None
+        raise DataSourceError(f"dataset {name!r}: {path} has the expected sha256 {digest} but cannot be read "
+                              f"as {params['format']}: {reason}; check the entry's format, member and read "
+                              "options") from None
     record_lock(lock_path, name, {"url": url, "sha256": digest, "bytes": size})
     provenance = {"source": "url", "url": url, "file": str(path), "sha256": digest, "bytes": size,
                   "downloaded": downloaded, "sha256_pinned_in": "spec" if params["sha256"] else

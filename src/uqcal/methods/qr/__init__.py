@@ -49,6 +49,9 @@ METHODS["de_qr_paper"] = MethodEntry(_DE, overrides={"lam": _LAMBDA["de"], "adve
 FAMILY = Family(
     title='qr: quantile regularization',
     task="single_task_regression",
+    min_rows=20,
+    min_rows_reason=("five folds (cv5) of fewer than 20 rows test each fold on fewer than 4, too few for the "
+                     "calibration error and interval coverage it reports"),
     methods=METHODS,
     splitter="uqcal.data.splits:KFOLD",
     evaluator="uqcal.metrics.evaluation:score_regression",

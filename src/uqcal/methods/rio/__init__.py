@@ -33,6 +33,9 @@ METHODS: dict[str, MethodEntry] = {
 FAMILY = Family(
     title='rio: RIO (Qiu et al.)',
     task="single_task_regression",
+    min_rows=20,
+    min_rows_reason=("a holdout split (test_fraction 0.2) of fewer than 20 rows tests on fewer than 4, too few for "
+                     "the 95 % interval coverage, NLPD or a calibration curve to mean anything"),
     methods=METHODS,
     splitter="uqcal.data.splits:HOLDOUT",
     evaluator="uqcal.metrics.evaluation:score_regression_at_rounded_z",

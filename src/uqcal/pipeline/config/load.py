@@ -7,6 +7,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from uqcal.methods.api import get_family, register_family
+from uqcal.pipeline.config.names import check_config_counts, check_config_names
 from uqcal.pipeline.config.registry import dataset_registry
 from uqcal.pipeline.config.schema import validate_family_keys, validate_schema
 from uqcal.pipeline.config.semantics import check_semantics
@@ -29,6 +30,8 @@ def prepare_config(config: dict, root: Path | None = None, method_families: Coll
         raise ConfigError(f"`{EXTENDS_KEY}: {config[EXTENDS_KEY]}` is resolved when a config is read from its file: "
                           "compose it first (uqcal.pipeline.config.source.compose(path, data).data)")
     root = root or repo_root_for()
+    check_config_names(config)  # before the schema: one line naming the bad name, whatever else is wrong
+    check_config_counts(config)  # before anything expands the seeds into runs
     validate_schema(config, root)
     config = copy.deepcopy(config)
     register_families(config)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from uqcal.pipeline.config.names import check_name
 from uqcal.pipeline.config.source import ConfigError, load_yaml
 
 DEFAULT_REGISTRY = ("config/datasets.yaml",)
@@ -29,6 +30,8 @@ def dataset_registry(config: dict, root: Path) -> dict:
         entries = load_yaml(path)
         if not isinstance(entries, dict):
             raise ConfigError(f"dataset_registry: {rel} must map dataset names to entries")
+        for name in entries:
+            check_name(name, f"dataset_registry: {rel}", "dataset")
         registry.update(entries)
     registry.update(config.get("datasets") or {})
     return registry

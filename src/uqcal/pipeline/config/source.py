@@ -39,6 +39,32 @@ def repo_root_for(config_path: str | Path | None = None) -> Path:
     return Path.cwd()
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key, first: int, line: int):
+        super().__init__(key)
+        self.key, self.first, self.line = key, first, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key written twice in one mapping (plain YAML keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        raise _DuplicateKey(key, seen[key], line)
+                    seen[key] = line
+                except TypeError:  # an unhashable key: SafeLoader names it
+                    break
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_yaml(path: str | Path) -> Any:
     """A YAML file as plain data (``yaml.safe_load``: no templating, no Python objects); a tag such as
     ``!!python/object`` or a syntax error is a ConfigError naming the file, the line and the tag."""
@@ -47,7 +73,10 @@ def load_yaml(path: str | Path) -> Any:
         raise ConfigError(f"config file not found: {path}")
     try:
         with path.open() as fh:
-            return yaml.safe_load(fh) or {}
+            return yaml.load(fh, Loader=_UniqueKeyLoader) or {}  # noqa: S506 (a SafeLoader)
+    except _DuplicateKey as dup:
+        raise ConfigError(f"{path}:{dup.line}: key {dup.key!r} appears twice in one mapping (first at line "
+                          f"{dup.first}); YAML would keep the last silently. Keep one of them") from None
     except yaml.constructor.ConstructorError as error:
         mark = error.problem_mark
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)

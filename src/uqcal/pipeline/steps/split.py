@@ -36,6 +36,13 @@ def _write(args, jobs: list[dict]) -> None:
     layout = RunLayout(data=args.data_dir)
     first = jobs[0]
     table = load_table(first["dataset"], spec=first["dataset_spec"], raw_path=layout.raw_files(first["dataset"])[0])
+    register_job_family(first)
+    family = get_family(first["family"])
+    if len(table.frame) < family.min_rows:
+        from uqcal.data.validate import DataValidationError
+
+        raise DataValidationError(f"dataset {first['dataset']!r} has {len(table.frame)} rows; family "
+                                  f"{first['family']} needs at least {family.min_rows}: {family.min_rows_reason}")
     for one in jobs:
         register_job_family(one)
         split = get_family(one["family"]).load_splitter()(table, one["split_params"], one["seed"])

@@ -1,0 +1,31 @@
+"""Issue 49, item 7: the README's SLURM dry run of config/paper.yaml on a fresh clone plans the whole run and
+names the files placed by hand (a csv source's `path`) as missing inputs, instead of failing on the first."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from tests.conftest import BIN, copy_repo, run
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_slurm_dry_run_of_the_paper_config_on_a_fresh_clone_names_the_missing_inputs(tmp_path):
+    root = copy_repo(tmp_path / "clone")
+    assert not (root / "data/downloads/ahm.csv").exists()
+    proc = run([str(BIN / "snakemake"), "-n", "--workflow-profile", "workflow/profiles/slurm",
+                "--configfile", "config/paper.yaml"], root, timeout=1800, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "MissingInputException" not in out
+    missing = re.findall(r"^missing input: (\S+) \(datasets\.(\w+)\.source\.path; a run needs it", out, re.M)
+    # every local file config/paper.yaml's datasets read, and nothing else (its downloads are fetched by the run)
+    registry = yaml.safe_load((root / "config/datasets.paper.yaml").read_text())
+    expected = {(entry["source"]["path"], name) for name, entry in registry.items()
+                if isinstance(entry["source"].get("path"), str)}
+    assert ("data/downloads/ahm.csv", "ahm") in missing
+    assert set(missing) <= expected and len(missing) == len(set(missing))
+    assert "This was a dry-run" in out and not list((root / "data").rglob("*.parquet"))
