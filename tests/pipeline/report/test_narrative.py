@@ -77,9 +77,11 @@ def test_better_than_the_paper_is_never_a_failure():
 
 
 def test_claim_line_has_our_number_the_papers_and_the_reason():
-    line = N.claim_reason(claim([row(SAME_TEST)], verdict=R.REPRODUCED))
+    same = row(SAME_TEST)
+    line = N.claim_reason(claim([same], verdict=R.REPRODUCED))
     assert line.startswith("ours -0.270 ± 0.050 vs the paper's -0.26 ± 0.10")
-    pi = R.prediction_interval(-0.26, 0.1, 0.05)
+    pi = (same.outcome["pi_low"], same.outcome["pi_high"])  # the row's own interval (t at its Welch df)
+    assert pi[0] < -0.27 < pi[1]
     assert f"[{pi[0]:.3f}, {pi[1]:.3f}]" in line and "p < 0.001" in line
     two = N.claim_reason(claim([row(SAME_TEST), row(WORSE_TEST, label="b")], verdict=R.REPRODUCED))
     assert two.endswith("1 of 2 rows give this verdict")

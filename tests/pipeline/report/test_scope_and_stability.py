@@ -72,5 +72,6 @@ def test_a_verdict_at_the_significance_threshold_is_fragile_and_names_the_runs_a
 def test_the_checklist_line_shows_scope_and_fragility():
     result = finish(CLAIM, _ctx(), [_row("concrete", stats.t.ppf(0.975, 4) + 1e-9, n80=23.0)], "")
     line = H.claims_html([result])
-    assert "decided on: on 1 of the 12 datasets the paper names" in line
-    assert "<b>fragile</b>" in line and "23 runs per row at the paper's effect" in line
+    assert "on 1 of the 12 datasets the paper names" in line  # the line's data part is decided_on
+    assert 'class="fragile"' in line and "stable from about 23 runs at the paper" in line
+    assert "stability: same verdict in" in line  # the share on the line itself, not only in its details
