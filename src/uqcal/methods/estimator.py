@@ -105,7 +105,8 @@ class Method(BaseEstimator):
     # replace the family's and per_dataset's (resources.per_method in the config still overrides them).
     job_resources: dict[str, int] | None = None
 
-    def __init__(self, params: dict[str, Any] | None = None, /, *, random_state=None, device: Any = "cpu",
+    def __init__(self, params: dict[str, Any] | None = None, /, *,
+                 random_state: int | np.random.Generator | np.random.RandomState | None = None, device: Any = "cpu",
                  **kwargs: Any):
         params = {**(params or {}), **kwargs}
         where = type(self).__name__
