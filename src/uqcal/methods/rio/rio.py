@@ -297,7 +297,7 @@ def fit_and_predict(x_train: np.ndarray, y_train: ArrayLike, yhat_train: ArrayLi
         The network's outputs at the test inputs.
     target : {"residual", "y"}, default "residual"
         The GP models the residuals y - y_hat (Eq. 1) or the targets.
-    kernel_inputs : {"io", "input", "output"}, default "io"
+    kernel_inputs : {"io", "i", "o"}, default "io"
         The I/O kernel (Eq. 2) or one of its halves.
     standardise_yhat : bool, default False
         Standardise the GP's y_hat column with the training y_hat's statistics.

@@ -152,7 +152,7 @@ def fit_svgp(
         Standardised inputs, then the network's output y_hat.
     targets : numpy.ndarray of shape (n,)
         The GP's targets (residuals or y), raw.
-    kernel_inputs : {"io", "input", "output"}, default "io"
+    kernel_inputs : {"io", "i", "o"}, default "io"
         The kernel's inputs: the I/O kernel (sum of an input and an output kernel, Eq. 2) or one half.
     n_features : int or None, default None
         d, the input columns (None: all but the last column).
