@@ -84,7 +84,7 @@ class DKT(EpisodicMethod):
     device : str or torch.device, default "cpu"
         Where torch computes.
     **kwargs
-        The ``defaults`` above and ``EpisodicMethod.defaults``.
+        The class's ``defaults`` keys and ``EpisodicMethod.defaults``' keys.
     """
     batch_backbone = True  # logit_samples reads the images through model.backbone only
     defaults = {

@@ -51,7 +51,7 @@ class MAML(EpisodicMethod):
     device : str or torch.device, default "cpu"
         Where torch computes.
     **kwargs
-        The ``defaults`` above and ``EpisodicMethod.defaults``.
+        The class's ``defaults`` keys and ``EpisodicMethod.defaults``' keys.
     """
     defaults = {
         **EpisodicMethod.defaults,

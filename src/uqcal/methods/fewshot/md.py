@@ -70,7 +70,7 @@ class MirrorDescentGP(EpisodicMethod):
     device : str or torch.device, default "cpu"
         Where torch computes.
     **kwargs
-        The ``defaults`` above and ``EpisodicMethod.defaults``.
+        The class's ``defaults`` keys and ``EpisodicMethod.defaults``' keys.
     """
     batch_backbone = True  # logit_samples reads the images through model.backbone only
     defaults = {

@@ -40,7 +40,7 @@ class ProtoNet(EpisodicMethod):
     device : str or torch.device, default "cpu"
         Where torch computes.
     **kwargs
-        The ``defaults`` above and ``EpisodicMethod.defaults``.
+        The class's ``defaults`` keys and ``EpisodicMethod.defaults``' keys.
     """
     defaults = dict(EpisodicMethod.defaults)
 

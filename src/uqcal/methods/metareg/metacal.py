@@ -209,7 +209,7 @@ class MetaCal(EpisodicMetaMethod):
     device : str or torch.device, default "cpu"
         Where torch computes.
     **kwargs
-        The ``defaults`` above and ``EpisodicMetaMethod.defaults`` (``epochs``, ``lr``, ``batch_tasks``,
+        The class's ``defaults`` keys and ``EpisodicMetaMethod.defaults`` (``epochs``, ``lr``, ``batch_tasks``,
         early stopping, ``max_train_tasks``, ``hidden``).
 
     >>> import numpy as np
