@@ -59,6 +59,10 @@ class MarginalGaussian(ProbabilisticRegressor):
     """The marginal of the training targets, N(mean(y), std(y)^2), the same forecast for every point: perfectly
     calibrated in expectation and with no sharpness (the QR paper's Claim 5), the reference every table shows.
 
+    ``fit(X, y)``: X (n, d) floats (unused: the forecast does not depend on the inputs), y (n,) targets.
+    ``predict_proba(X)`` -> ``GaussianPredictive`` with mean(y) and max(std(y), min_std) (ddof 0) for each row of
+    X; ``predict(X)`` -> mean(y) for each row.
+
     Parameters
     ----------
     params : dict, optional
@@ -70,10 +74,8 @@ class MarginalGaussian(ProbabilisticRegressor):
     **kwargs
         ``min_std`` (float > 0, default 1e-6), a floor of the predicted std (y's units).
 
-    ``fit(X, y)``: X (n, d) floats (unused: the forecast does not depend on the inputs), y (n,) targets.
-    ``predict_proba(X)`` -> ``GaussianPredictive`` with mean(y) and max(std(y), min_std) (ddof 0) for each row of
-    X; ``predict(X)`` -> mean(y) for each row.
-
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.reference_predictors import MarginalGaussian
     >>> X, y = np.zeros((4, 1)), np.array([1.0, 2.0, 3.0, 4.0])

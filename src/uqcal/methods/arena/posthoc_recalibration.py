@@ -210,6 +210,8 @@ class VarianceScaling(PostHocRecalibration):
         ``val_fraction`` (float, default 0.2: the held-out part when ``base`` is not fitted),
         ``random_state`` and ``device``.
 
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.arena import VarianceScaling
     >>> from uqcal.methods.reference_predictors import MarginalGaussian
@@ -246,6 +248,8 @@ class IsotonicOnValidation(PostHocRecalibration):
         ``val_fraction`` (float, default 0.2), ``endpoint_fix`` (bool, default True), ``logpdf_floor``
         (float, default -20: the floor of the saved log density), ``random_state`` and ``device``.
 
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.arena import IsotonicOnValidation
     >>> from uqcal.methods.reference_predictors import MarginalGaussian

@@ -342,6 +342,8 @@ class RandomSearchBO(_BOBase):
     device : str or torch.device, default "cpu"
         Unused (numpy only).
 
+    Examples
+    --------
     >>> import numpy as np
     >>> search = RandomSearchBO(random_state=0)
     >>> result = search.minimize(lambda X: (X[:, 0] - 0.3) ** 2, bounds=[[0.0], [1.0]], n_iterations=5)
@@ -475,6 +477,8 @@ class CalibratedBO(_BOBase):
     **kwargs
         The ``defaults`` above.
 
+    Examples
+    --------
     >>> import numpy as np
     >>> bo = CalibratedBO(calibrate=True, num_restarts=2, raw_samples=32, snapshot_grid=0, random_state=0)
     >>> result = bo.minimize(lambda X: np.sin(3 * X[:, 0]) + X[:, 0], bounds=[[0.0], [2.0]], n_iterations=3,

@@ -41,6 +41,8 @@ class AGP(MetaRegMethod):
     **kwargs
         ``n_inducing``, ``n_pool_max``, ``iterations``, ``lr``, ``max_train_tasks``.
 
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.metareg import AGP
     >>> rng = np.random.default_rng(0)

@@ -34,6 +34,8 @@ class TaskMarginalGaussian(Method):
         ``min_std`` (float, default 1e-6): below this support std (standardised units) the fallback std is
         used.
 
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.metareg import TaskMarginalGaussian
     >>> rng = np.random.default_rng(0)

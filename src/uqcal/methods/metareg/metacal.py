@@ -212,6 +212,8 @@ class MetaCal(EpisodicMetaMethod):
         The class's ``defaults`` keys and ``EpisodicMetaMethod.defaults`` (``epochs``, ``lr``, ``batch_tasks``,
         early stopping, ``max_train_tasks``, ``hidden``).
 
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.metareg import MetaCal
     >>> rng = np.random.default_rng(0)

@@ -69,6 +69,8 @@ class SingleTaskNet(MetaRegMethod):
         ``head`` (sqr | ng | bd), ``hidden``, ``layers``, ``dropout``, ``mc_samples``, ``epochs``, ``lr``,
         ``max_train_tasks``.
 
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.metareg import SingleTaskNet
     >>> rng = np.random.default_rng(0)
@@ -127,6 +129,8 @@ class MamlNet(EpisodicMetaMethod):
         ``max_train_tasks``, ``inner_lr``, ``inner_steps``, ``first_order`` and
         ``EpisodicMetaMethod.defaults``' early stopping and ``batch_tasks``.
 
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.metareg import MamlNet
     >>> rng = np.random.default_rng(0)
@@ -211,6 +215,8 @@ class PooledNet(MetaRegMethod):
         ``head`` (sqr | ng | bd), ``hidden``, ``layers``, ``dropout``, ``mc_samples``, ``epochs``, ``lr``,
         ``max_train_tasks``, ``batch_size`` and early stopping (``eval_every``, ``patience``).
 
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.metareg import PooledNet
     >>> rng = np.random.default_rng(0)

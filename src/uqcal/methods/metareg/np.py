@@ -46,6 +46,8 @@ class NeuralProcess(EpisodicMetaMethod):
         ``encoder_layers``, ``decoder_layers`` and ``EpisodicMetaMethod.defaults`` (``epochs``, ``lr``,
         ``batch_tasks``, early stopping, ``hidden``).
 
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.metareg import NeuralProcess
     >>> rng = np.random.default_rng(0)

@@ -23,6 +23,8 @@ class DropoutVI(GaussianNetMethod):
         ``mc_samples``, ``n_members``, ``lam``, ``calibration_fraction``, ...), plus ``random_state`` and
         ``device`` as ``Method`` takes them.
 
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.qr import DropoutVI
     >>> rng = np.random.default_rng(0)

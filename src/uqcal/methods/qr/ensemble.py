@@ -30,6 +30,8 @@ class DeepEnsemble(GaussianNetMethod):
         ``mc_samples``, ``n_members``, ``lam``, ``calibration_fraction``, ...), plus ``random_state`` and
         ``device`` as ``Method`` takes them.
 
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.qr import DeepEnsemble
     >>> rng = np.random.default_rng(0)

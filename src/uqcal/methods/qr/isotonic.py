@@ -88,6 +88,10 @@ class _SavedBaseRun:
 class IsotonicRecalibrated(ProbabilisticRegressor):
     """A qr Gaussian model recalibrated by an isotonic map of its PITs (Kuleshov et al. 2018; QR Tables 4-5).
 
+    ``fit(X, y)``: X (n, d), y (n,); fits ``base`` on them unless it is fitted already (then X and y are not
+    used), and fits the map on the PITs the base kept from its own fit. ``predict_proba(X)`` ->
+    ``RecalibratedPredictive``: the base's Gaussian with its CDF composed with the map.
+
     Parameters
     ----------
     params : dict, optional
@@ -100,10 +104,8 @@ class IsotonicRecalibrated(ProbabilisticRegressor):
         levels i/(m+1): no truncated support, Sec. 3), ``logpdf_floor`` (the floor of the log density, as the
         pipeline's predictions), ``random_state`` and ``device``.
 
-    ``fit(X, y)``: X (n, d), y (n,); fits ``base`` on them unless it is fitted already (then X and y are not
-    used), and fits the map on the PITs the base kept from its own fit. ``predict_proba(X)`` ->
-    ``RecalibratedPredictive``: the base's Gaussian with its CDF composed with the map.
-
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.qr import DeepEnsemble, IsotonicRecalibrated
     >>> rng = np.random.default_rng(0)

@@ -190,6 +190,12 @@ def load_network(run_dir, device: torch.device | str = "cpu") -> tuple[nn.Sequen
 class RioNetwork(ProbabilisticRegressor):
     """`nn`: the standard network RIO augments; its predictions are the baseline row of Table 1.
 
+    ``fit(X, y)``: X (n, d) floats, standardised inside with their own statistics; y (n,) raw targets (the
+    network fits them unscaled, as the authors' code). ``predict_proba(X)`` -> ``GaussianPredictive``: the network's
+    output as the mean, and one std for every point, the RMSE on the network's own validation part. The paper
+    gives the network no predictive distribution; this homoscedastic Gaussian is ours (held-out, so not shrunk
+    by overfitting), and so is its NLPD.
+
     Parameters
     ----------
     params : dict, optional
@@ -203,12 +209,8 @@ class RioNetwork(ProbabilisticRegressor):
         ``val_fraction`` (the early-stopping part, drawn from the runtime's stream 1), ``batch_size``,
         ``restore_best``; ``per_dataset`` (pipeline only: ``{dataset: {param: value}}``).
 
-    ``fit(X, y)``: X (n, d) floats, standardised inside with their own statistics; y (n,) raw targets (the
-    network fits them unscaled, as the authors' code). ``predict_proba(X)`` -> ``GaussianPredictive``: the network's
-    output as the mean, and one std for every point, the RMSE on the network's own validation part. The paper
-    gives the network no predictive distribution; this homoscedastic Gaussian is ours (held-out, so not shrunk
-    by overfitting), and so is its NLPD.
-
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.rio import RioNetwork
     >>> rng = np.random.default_rng(0)

@@ -43,6 +43,11 @@ class ResidualIOGP(ProbabilisticRegressor):
     ``per_dataset`` (pipeline only). ``base``: the network, a ``RioNetwork`` fitted or not (None: a default
     ``RioNetwork`` with this estimator's random_state and device).
 
+    ``fit(X, y)``: X (n, d) floats (standardised inside with their own statistics), y (n,) raw targets; fits
+    ``base`` on them unless it is fitted already, then the GP on [X, y_hat]. ``predict_proba(X)`` ->
+    ``GaussianPredictive``: y_hat + the GP's mean for the residual variants (Eq. 7), the GP's mean for the
+    others, and the GP's predictive variance including the noise (y's units).
+
     Parameters
     ----------
     params : dict, optional
@@ -52,11 +57,8 @@ class ResidualIOGP(ProbabilisticRegressor):
     **kwargs
         The ``defaults`` above, ``random_state`` and ``device``.
 
-    ``fit(X, y)``: X (n, d) floats (standardised inside with their own statistics), y (n,) raw targets; fits
-    ``base`` on them unless it is fitted already, then the GP on [X, y_hat]. ``predict_proba(X)`` ->
-    ``GaussianPredictive``: y_hat + the GP's mean for the residual variants (Eq. 7), the GP's mean for the
-    others, and the GP's predictive variance including the noise (y's units).
-
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.rio import ResidualIOGP, RioNetwork
     >>> rng = np.random.default_rng(0)
