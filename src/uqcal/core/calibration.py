@@ -16,6 +16,7 @@ from scipy.special import ndtr, ndtri  # not scipy.stats: its import alone takes
 from uqcal.core.predictive import NotFittedError, RecalibratedPredictive, RegressionPredictive
 
 if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
     from sklearn.isotonic import IsotonicRegression
 
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
@@ -93,7 +94,7 @@ class MonotoneMap:
     ([0.2, 0.7], [0.6])
     """
 
-    def __init__(self, x, y):
+    def __init__(self, x: ArrayLike, y: ArrayLike):
         x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
         if x[0] > 0.0:
             x, y = np.concatenate([[0.0], x]), np.concatenate([[0.0], y])
@@ -104,16 +105,38 @@ class MonotoneMap:
         keep = np.concatenate([[True], np.diff(y) > 0])
         self.x, self.y = x[keep], y[keep]
 
-    def __call__(self, p) -> np.ndarray:
+    def __call__(self, p: ArrayLike) -> np.ndarray:
         """R(p)."""
         return np.interp(p, self.x, self.y)
 
-    def inverse(self, q) -> np.ndarray:
-        """R^-1(q)."""
+    def inverse(self, q: ArrayLike) -> np.ndarray:
+        """R^-1(q), the level whose recalibrated level is ``q`` (the knots interpolated with x and y swapped).
+
+        Parameters
+        ----------
+        q : array_like
+            Recalibrated levels in [0, 1], any shape.
+
+        Returns
+        -------
+        numpy.ndarray
+            The predicted levels p with R(p) = q, float64, of ``q``'s shape.
+        """
         return np.interp(q, self.y, self.x)
 
-    def derivative(self, p) -> np.ndarray:
-        """R'(p), the slope of the piece that holds p (the right piece at a knot)."""
+    def derivative(self, p: ArrayLike) -> np.ndarray:
+        """R'(p), the slope of the piece that holds p (the right piece at a knot).
+
+        Parameters
+        ----------
+        p : array_like
+            Predicted levels (PIT values) in [0, 1], any shape.
+
+        Returns
+        -------
+        numpy.ndarray
+            The slope of R at each ``p``, float64, of ``p``'s shape; 0 beyond the last knot, where R is flat at 1.
+        """
         p = np.asarray(p, dtype=np.float64)
         slopes = np.diff(self.y) / np.diff(self.x)
         index = np.clip(np.searchsorted(self.x, p, side="right") - 1, 0, slopes.size - 1)

@@ -19,8 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 __all__ = [
     "CategoricalPredictive",
@@ -76,7 +80,7 @@ class Predictive:
 class RegressionPredictive(Predictive):
     """A predictive distribution of a real target per point: ``cdf``, ``pit``, ``ppf`` and ``interval``."""
 
-    def cdf(self, y) -> np.ndarray:  # pragma: no cover - abstract
+    def cdf(self, y: ArrayLike) -> np.ndarray:  # pragma: no cover - abstract
         """F_i(y_i) for each point i.
 
         Parameters
@@ -90,7 +94,7 @@ class RegressionPredictive(Predictive):
         """
         raise NotImplementedError
 
-    def ppf(self, q) -> np.ndarray:  # pragma: no cover - abstract
+    def ppf(self, q: ArrayLike) -> np.ndarray:  # pragma: no cover - abstract
         """Quantiles F_i^-1(q) of each point.
 
         Parameters
@@ -105,7 +109,7 @@ class RegressionPredictive(Predictive):
         """
         raise NotImplementedError
 
-    def pit(self, y) -> np.ndarray:
+    def pit(self, y: ArrayLike) -> np.ndarray:
         """The probability integral transform F_i(y_i): uniform on [0, 1] for a calibrated predictive.
 
         Parameters
@@ -154,7 +158,7 @@ class RegressionPredictive(Predictive):
         """
         return self.median()
 
-    def logpdf(self, y) -> np.ndarray:
+    def logpdf(self, y: ArrayLike) -> np.ndarray:
         """log f_i(y_i), the log predictive density at each target (NotImplementedError where none is defined).
 
         Parameters
@@ -168,7 +172,7 @@ class RegressionPredictive(Predictive):
         """
         raise NotImplementedError(f"{type(self).__name__} defines no density")
 
-    def crps(self, y) -> np.ndarray:
+    def crps(self, y: ArrayLike) -> np.ndarray:
         """CRPS(F_i, y_i) = int (F_i(t) - 1{t >= y_i})^2 dt for each point (Gneiting & Raftery 2007; lower is better).
 
         Parameters
@@ -225,16 +229,16 @@ class GaussianPredictive(RegressionPredictive):
     def __len__(self) -> int:
         return int(self.mean.shape[0])
 
-    def cdf(self, y) -> np.ndarray:
+    def cdf(self, y: ArrayLike) -> np.ndarray:
         from scipy.special import ndtr
 
         return ndtr((_targets("GaussianPredictive", y, len(self)) - self.mean) / self.std)
 
-    def logpdf(self, y) -> np.ndarray:
+    def logpdf(self, y: ArrayLike) -> np.ndarray:
         z = (_targets("GaussianPredictive", y, len(self)) - self.mean) / self.std
         return -0.5 * z**2 - np.log(self.std) - 0.5 * np.log(2.0 * np.pi)
 
-    def ppf(self, q) -> np.ndarray:
+    def ppf(self, q: ArrayLike) -> np.ndarray:
         from scipy.special import ndtri
 
         q = np.asarray(q, dtype=np.float64)
@@ -247,8 +251,19 @@ class GaussianPredictive(RegressionPredictive):
     def point(self) -> np.ndarray:
         return self.mean
 
-    def crps(self, y) -> np.ndarray:
-        """Closed form: std [z (2 Phi(z) - 1) + 2 phi(z) - 1 / sqrt(pi)], z = (y - mean) / std."""
+    def crps(self, y: ArrayLike) -> np.ndarray:
+        """Closed form: std [z (2 Phi(z) - 1) + 2 phi(z) - 1 / sqrt(pi)], z = (y - mean) / std.
+
+        Parameters
+        ----------
+        y : array_like of shape (n,)
+            One target per point.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n,)
+            CRPS(F_i, y_i) of each point, in the target's units.
+        """
         from scipy.special import ndtr
 
         z = (_targets("GaussianPredictive", y, len(self)) - self.mean) / self.std
@@ -301,9 +316,20 @@ class QuantilePredictive(RegressionPredictive):
     def __len__(self) -> int:
         return int(self.quantiles.shape[0])
 
-    def cdf(self, y) -> np.ndarray:
+    def cdf(self, y: ArrayLike) -> np.ndarray:
         """F_i(y_i): linear between the quantiles, right-continuous at ties, ``levels[0]`` below the first and
-        ``levels[-1]`` above the last (vectorised: 10^5 points x 99 levels in well under a second)."""
+        ``levels[-1]`` above the last (vectorised: 10^5 points x 99 levels in well under a second).
+
+        Parameters
+        ----------
+        y : array_like of shape (n,)
+            One target per point.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n,)
+            Levels in [levels[0], levels[-1]].
+        """
         y = _targets("QuantilePredictive", y, len(self))
         rows = np.arange(len(self))
         above = np.count_nonzero(self.quantiles <= y[:, None], axis=1)  # j: q_{j-1} <= y < q_j
@@ -314,7 +340,7 @@ class QuantilePredictive(RegressionPredictive):
         level = self.levels[inner - 1] + np.clip(fraction, 0.0, 1.0) * np.diff(self.levels)[inner - 1]
         return np.where(above == 0, self.levels[0], np.where(above == self.levels.size, self.levels[-1], level))
 
-    def ppf(self, q) -> np.ndarray:
+    def ppf(self, q: ArrayLike) -> np.ndarray:
         q = np.asarray(q, dtype=np.float64)
         # Round-off such as (1 - 0.9) / 2 = 0.04999999999999999 still names the outer level.
         if np.any((q < self.levels[0] - LEVEL_TOLERANCE) | (q > self.levels[-1] + LEVEL_TOLERANCE)):
@@ -327,17 +353,39 @@ class QuantilePredictive(RegressionPredictive):
         out = self.quantiles[:, upper - 1] * (1.0 - weight) + self.quantiles[:, upper] * weight
         return out[:, 0] if q.ndim == 0 else out
 
-    def crps(self, y) -> np.ndarray:
+    def crps(self, y: ArrayLike) -> np.ndarray:
         """The quantile-score integral over the predicted levels, 2 / L sum_j QS_{tau_j}(q_j, y) with the pinball
         loss QS_tau(q, y) = (1{y < q} - tau)(q - y): CRPS = 2 int_0^1 QS_tau(F^-1(tau), y) dtau (Gneiting &
         Ranjan 2011), approximated by the mean over the levels, as scoringrules' ``crps_quantile`` does. A fair
-        approximation for levels that are the midpoints of equal cells (0.005, 0.015, ..., 0.995)."""
+        approximation for levels that are the midpoints of equal cells (0.005, 0.015, ..., 0.995).
+
+        Parameters
+        ----------
+        y : array_like of shape (n,)
+            One target per point.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n,)
+            The approximate CRPS of each point, in the target's units.
+        """
         y = _targets("QuantilePredictive", y, len(self))
         diff = self.quantiles - y[:, None]
         return 2.0 * np.mean(((y[:, None] < self.quantiles) - self.levels) * diff, axis=1)
 
-    def covers(self, q) -> bool:
-        """Whether every level of ``q`` lies within the predicted level range (to round-off)."""
+    def covers(self, q: ArrayLike) -> bool:
+        """Whether every level of ``q`` lies within the predicted level range (to round-off).
+
+        Parameters
+        ----------
+        q : float or array_like
+            Levels to check.
+
+        Returns
+        -------
+        bool
+            True when every level lies in [levels[0], levels[-1]] up to ``LEVEL_TOLERANCE``.
+        """
         q = np.asarray(q, dtype=np.float64)
         return bool(np.all((q >= self.levels[0] - LEVEL_TOLERANCE) & (q <= self.levels[-1] + LEVEL_TOLERANCE)))
 
@@ -350,6 +398,18 @@ class RecalibratedPredictive(RegressionPredictive):
     Its density is R'(F(y)) f(y) (R's ``derivative`` where it has one, else a central difference); its CRPS and
     variance are quadratures of its quantile function (``QUADRATURE_NODES`` levels), finite for any base with
     full support (Gaussian, or recalibrated Gaussian). ``logpdf_floor`` (None: none) floors the log density.
+
+    Parameters
+    ----------
+    base : RegressionPredictive
+        The predictive to recalibrate, with CDF F.
+    cdf_map : callable
+        R, a non-decreasing map of [0, 1] onto [0, 1] applied to F's levels (numpy array in, array out); its
+        ``derivative`` attribute, where present, gives R' for the density.
+    inverse_map : callable
+        R^-1, numpy array of levels in, array of levels out.
+    logpdf_floor : float or None, optional
+        Keyword only. A floor of ``logpdf`` (None: no floor); qr's pipeline floors at -20 (App. B.2).
 
     Examples
     --------
@@ -376,10 +436,10 @@ class RecalibratedPredictive(RegressionPredictive):
     def __len__(self) -> int:
         return len(self.base)
 
-    def cdf(self, y) -> np.ndarray:
+    def cdf(self, y: ArrayLike) -> np.ndarray:
         return np.clip(np.asarray(self.cdf_map(self.base.cdf(y)), dtype=np.float64), 0.0, 1.0)
 
-    def ppf(self, q) -> np.ndarray:
+    def ppf(self, q: ArrayLike) -> np.ndarray:
         q = np.asarray(q, dtype=np.float64)
         inner = np.clip(np.asarray(self.inverse_map(np.atleast_1d(q)), dtype=np.float64), 1e-12, 1 - 1e-12)
         out = self.base.ppf(inner)
@@ -394,8 +454,19 @@ class RecalibratedPredictive(RegressionPredictive):
         low, high = np.clip(p - step, 0.0, 1.0), np.clip(p + step, 0.0, 1.0)
         return (np.asarray(self.cdf_map(high), float) - np.asarray(self.cdf_map(low), float)) / (high - low)
 
-    def logpdf(self, y) -> np.ndarray:
-        """log f'(y) = log R'(F(y)) + log f(y), the chain rule on F'(y) = R(F(y)) (-inf where R is flat)."""
+    def logpdf(self, y: ArrayLike) -> np.ndarray:
+        """log f'(y) = log R'(F(y)) + log f(y), the chain rule on F'(y) = R(F(y)) (-inf where R is flat).
+
+        Parameters
+        ----------
+        y : array_like of shape (n,)
+            One target per point.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n,)
+            The log density of each point, floored at ``logpdf_floor`` when it is set.
+        """
         with np.errstate(divide="ignore"):
             logpdf = self.base.logpdf(y) + np.log(self._map_slope(self.base.cdf(y)))
         return logpdf if self.logpdf_floor is None else np.maximum(logpdf, self.logpdf_floor)
@@ -415,10 +486,21 @@ class RecalibratedPredictive(RegressionPredictive):
             raise NotImplementedError("RecalibratedPredictive of a QuantilePredictive: its quantiles end at the base's "
                                       "outer levels, so no CRPS or variance over the whole of (0, 1)")
 
-    def crps(self, y) -> np.ndarray:
+    def crps(self, y: ArrayLike) -> np.ndarray:
         """CRPS = 2 int_0^1 QS_tau(F'^-1(tau), y) dtau (the quantile-score integral; Gneiting & Ranjan 2011) by
         quadrature over ``QUADRATURE_NODES`` levels crowded towards 0 and 1 (``_quantile_nodes``), in chunks of
-        points so memory stays bounded."""
+        points so memory stays bounded.
+
+        Parameters
+        ----------
+        y : array_like of shape (n,)
+            One target per point.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n,)
+            The CRPS of each point, in the target's units.
+        """
         y = _targets("RecalibratedPredictive", y, len(self))
         tau, weight = self._quantile_nodes()
         out = np.empty(len(self))
@@ -431,7 +513,13 @@ class RecalibratedPredictive(RegressionPredictive):
 
     def var(self) -> np.ndarray:
         """int_0^1 Q(tau)^2 dtau - (int_0^1 Q(tau) dtau)^2 for the recalibrated quantile function Q, by the same
-        quadrature as ``crps``."""
+        quadrature as ``crps``.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n,)
+            The variance of each point, in squared target units (>= 0).
+        """
         tau, weight = self._quantile_nodes()
         out = np.empty(len(self))
         for start in range(0, len(self), _CHUNK):
@@ -488,8 +576,19 @@ class CategoricalPredictive(Predictive):
     def __len__(self) -> int:
         return int(self.probs.shape[0])
 
-    def labels(self, y) -> np.ndarray:
-        """``y`` as column indices into ``probs``: integer labels (not floats, not booleans) that name a class."""
+    def labels(self, y: ArrayLike) -> np.ndarray:
+        """``y`` as column indices into ``probs``: integer labels (not floats, not booleans) that name a class.
+
+        Parameters
+        ----------
+        y : array_like of shape (n,)
+            Integer class labels, each one of ``classes``.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n,)
+            The column of ``probs`` of each label, int64.
+        """
         arr = np.asarray(y)
         if arr.ndim != 1 or arr.shape[0] != len(self):
             raise ValueError(f"CategoricalPredictive: y must be 1-D with {len(self)} labels, got shape {arr.shape}")
@@ -503,9 +602,23 @@ class CategoricalPredictive(Predictive):
         return np.array([index[int(v)] for v in arr], dtype=np.int64)
 
     def predicted_class(self) -> np.ndarray:
+        """The most probable class of each point (the first on ties).
+
+        Returns
+        -------
+        numpy.ndarray of shape (n,)
+            Entries of ``classes``.
+        """
         return self.classes[np.argmax(self.probs, axis=1)]
 
     def confidence(self) -> np.ndarray:
+        """The probability of the predicted class of each point.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n,)
+            The row maxima of ``probs``, in [1 / C, 1].
+        """
         return self.probs.max(axis=1)
 
 

@@ -14,6 +14,8 @@ Each has ``fit(prediction, y) -> self`` and ``transform(prediction) -> predictiv
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from uqcal.core.calibration import LEVELS, IsotonicPITMap, MonotoneMap
@@ -26,6 +28,9 @@ from uqcal.core.predictive import (
     RegressionPredictive,
 )
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
 __all__ = ["IsotonicRecalibrator", "TemperatureScaling", "VarianceScaling", "variance_scale"]
 
 
@@ -34,13 +39,25 @@ def _expect(owner: str, prediction: Predictive, kind: type) -> None:
         raise TypeError(f"{owner}: prediction must be a {kind.__name__}, got {type(prediction).__name__}")
 
 
-def variance_scale(y, mean, std) -> float:
+def variance_scale(y: ArrayLike, mean: ArrayLike, std: ArrayLike) -> float:
     """The maximum-likelihood scale factor s of the predictive std on held-out (y, mean, std): sqrt(mean(z^2)).
 
     The Gaussian NLL sum_i [log(s sigma_i) + z_i^2 / (2 s^2)], z_i = (y_i - mu_i) / sigma_i, has d/ds = 0 only at
     s^2 = mean_i z_i^2 (the mean squared z-score), a minimum. None of the five papers defines it: it is the
     leaderboard's ``VarianceScaling`` baseline, the sigma scaling of Laves et al. (2020), the regression
     analogue of Guo et al.'s temperature scaling.
+
+    Parameters
+    ----------
+    y : array_like of shape (n,)
+        Held-out targets.
+    mean, std : array_like of shape (n,)
+        The predictive means and standard deviations (std > 0) of those points.
+
+    Returns
+    -------
+    float
+        s = sqrt(mean_i z_i^2) > 0, the factor that multiplies every std.
     """
     y, mean, std = (np.asarray(a, dtype=np.float64) for a in (y, mean, std))
     if not (y.shape == mean.shape == std.shape and y.ndim == 1):
@@ -95,7 +112,7 @@ class IsotonicRecalibrator:
         self.pit_map_: IsotonicPITMap | None = None
         self.map_: MonotoneMap | None = None
 
-    def fit(self, prediction: RegressionPredictive, y) -> IsotonicRecalibrator:
+    def fit(self, prediction: RegressionPredictive, y: ArrayLike) -> IsotonicRecalibrator:
         """Fit R on held-out predictions and their targets.
 
         Parameters
@@ -142,7 +159,21 @@ class VarianceScaling:
     def __init__(self):
         self.scale_: float | None = None
 
-    def fit(self, prediction: GaussianPredictive, y) -> VarianceScaling:
+    def fit(self, prediction: GaussianPredictive, y: ArrayLike) -> VarianceScaling:
+        """Fit s on held-out predictions and their targets (``variance_scale``).
+
+        Parameters
+        ----------
+        prediction : GaussianPredictive
+            Predictions of the held-out points.
+        y : array_like of shape (n,)
+            Their targets.
+
+        Returns
+        -------
+        VarianceScaling
+            self, fitted (``scale_`` set).
+        """
         _expect("VarianceScaling.fit", prediction, GaussianPredictive)
         y = np.asarray(y, dtype=np.float64)
         if y.shape != prediction.mean.shape:
@@ -151,6 +182,18 @@ class VarianceScaling:
         return self
 
     def transform(self, prediction: GaussianPredictive) -> GaussianPredictive:
+        """Rescale new predictions' standard deviations by the fitted s.
+
+        Parameters
+        ----------
+        prediction : GaussianPredictive
+            Predictions of the same model as the held-out ones.
+
+        Returns
+        -------
+        GaussianPredictive
+            N(mu, (s sigma)^2): the same means, every std times ``scale_``.
+        """
         if self.scale_ is None:
             raise NotFittedError("VarianceScaling is not fitted: call fit(prediction, y) on held-out data first")
         _expect("VarianceScaling.transform", prediction, GaussianPredictive)
@@ -166,6 +209,11 @@ class TemperatureScaling:
     terms linear in it, less a linear term), so a bounded scalar search over 1 / T (T within
     ``temperature_bounds``) finds its minimum (scipy.optimize.minimize_scalar). Labels must be integers naming the columns
     (``CategoricalPredictive.labels``): float labels are refused.
+
+    Parameters
+    ----------
+    temperature_bounds : tuple of float, default (1e-3, 1e3)
+        The range (low, high), 0 < low < high < inf, that the fitted temperature T is searched in.
     """
 
     def __init__(self, temperature_bounds: tuple[float, float] = (1e-3, 1e3)):
@@ -184,7 +232,21 @@ class TemperatureScaling:
         eps = np.finfo(np.float64).eps
         return np.log(np.clip(prediction.probs, eps, 1.0 - eps))
 
-    def fit(self, prediction: CategoricalPredictive, y) -> TemperatureScaling:
+    def fit(self, prediction: CategoricalPredictive, y: ArrayLike) -> TemperatureScaling:
+        """Fit T by minimising the NLL of held-out labels under softmax(log p / T).
+
+        Parameters
+        ----------
+        prediction : CategoricalPredictive
+            Class probabilities of the held-out points.
+        y : array_like of shape (n,)
+            Their integer class labels, each one of ``prediction.classes``.
+
+        Returns
+        -------
+        TemperatureScaling
+            self, fitted (``temperature_`` set).
+        """
         from scipy.optimize import minimize_scalar
         from scipy.special import log_softmax
 
@@ -202,6 +264,18 @@ class TemperatureScaling:
         return self
 
     def transform(self, prediction: CategoricalPredictive) -> CategoricalPredictive:
+        """Rescale new class probabilities by the fitted temperature.
+
+        Parameters
+        ----------
+        prediction : CategoricalPredictive
+            Class probabilities of the same model as the held-out ones.
+
+        Returns
+        -------
+        CategoricalPredictive
+            softmax(log p / T) per row, with the same ``classes``.
+        """
         from scipy.special import softmax
 
         if self.temperature_ is None:

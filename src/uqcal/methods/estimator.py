@@ -16,7 +16,7 @@ tables.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
@@ -33,6 +33,10 @@ from uqcal.methods.api import (
     load_predictions,
     unknown_params,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from numpy.typing import ArrayLike
 
 __all__ = ["EstimatorNotFittedError", "Method", "ProbabilisticRegressor", "seed_of"]
 
@@ -105,7 +109,8 @@ class Method(BaseEstimator):
     # replace the family's and per_dataset's (resources.per_method in the config still overrides them).
     job_resources: dict[str, int] | None = None
 
-    def __init__(self, params: dict[str, Any] | None = None, /, *, random_state=None, device: Any = "cpu",
+    def __init__(self, params: dict[str, Any] | None = None, /, *,
+                 random_state: int | np.random.Generator | np.random.RandomState | None = None, device: Any = "cpu",
                  **kwargs: Any):
         params = {**(params or {}), **kwargs}
         where = type(self).__name__
@@ -193,14 +198,32 @@ class Method(BaseEstimator):
         return bool(getattr(self, "fitted_", False))
 
     def train(self, ctx: RunContext) -> None:  # pragma: no cover - abstract
-        """The pipeline's entry: load the run's arrays, ``fit``, ``predict`` and ``ctx.save_outputs``."""
+        """The pipeline's entry: load the run's arrays, ``fit``, ``predict`` and ``ctx.save_outputs``.
+
+        Parameters
+        ----------
+        ctx : RunContext
+            The run's data, split, runtime (seed, device, threads) and output paths.
+        """
         raise NotImplementedError
 
-    def evaluate(self, ctx: RunContext, predictions=None) -> dict[str, float]:
+    def evaluate(self, ctx: RunContext, predictions: pd.DataFrame | None = None) -> dict[str, float]:
         """The family's metrics of the run's predictions merged with the numeric entries of train_stats.json.
 
         ``predictions``: the frame the run's training has just saved (``ctx.saved_predictions``); None reads
         the run's predictions.parquet (``uqcal evaluate``, a run trained earlier). An override passes it on.
+
+        Parameters
+        ----------
+        ctx : RunContext
+            The run whose predictions are scored.
+        predictions : pandas.DataFrame or None, optional
+            The run's prediction frame; None reads it from the run directory.
+
+        Returns
+        -------
+        dict of str to float
+            Metric name to value.
         """
         from uqcal.core.io import read_json
         metrics = get_family(ctx.family).evaluate(load_predictions(ctx, predictions), ctx)
@@ -253,8 +276,19 @@ class ProbabilisticRegressor(RegressorMixin, Method):
         self.check_fitted()
         return validate_data(self, X, reset=False, dtype=np.float64)
 
-    def predict_proba(self, X) -> RegressionPredictive:  # pragma: no cover - abstract
-        """The predictive distribution of each row of X (a ``uqcal.core.predictive`` object)."""
+    def predict_proba(self, X: ArrayLike) -> RegressionPredictive:  # pragma: no cover - abstract
+        """The predictive distribution of each row of X (a ``uqcal.core.predictive`` object).
+
+        Parameters
+        ----------
+        X : array_like of shape (n, d)
+            Inputs with the fitted number of features.
+
+        Returns
+        -------
+        RegressionPredictive
+            One predictive distribution per row, in y's units.
+        """
         raise NotImplementedError(f"{type(self).__name__} does not implement predict_proba")
 
     def predict(self, X) -> np.ndarray:

@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
@@ -14,12 +16,30 @@ from uqcal.core.predictive import GaussianPredictive
 from uqcal.methods.api import REFERENCE_RESOURCES, RunContext
 from uqcal.methods.estimator import ProbabilisticRegressor
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
 __all__ = ["MarginalGaussian", "regression_arrays"]
 
 
-def regression_arrays(owner: str, X, y=None) -> tuple[np.ndarray, np.ndarray | None]:
+def regression_arrays(owner: str, X: ArrayLike, y: ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """``X`` as an (n, d) float array and ``y`` (when given) as an (n,) float array, both finite; a bad array
-    is named with ``owner`` (the estimator) in the error."""
+    is named with ``owner`` (the estimator) in the error.
+
+    Parameters
+    ----------
+    owner : str
+        The name that a ``ValueError`` about a bad array starts with.
+    X : array_like of shape (n, d)
+        Inputs, n >= 1, all finite.
+    y : array_like of shape (n,), optional
+        Targets, all finite.
+
+    Returns
+    -------
+    tuple of (numpy.ndarray, numpy.ndarray or None)
+        X as float64 (n, d) and y as float64 (n,), or None when ``y`` is None.
+    """
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[0] == 0:
         raise ValueError(f"{owner}: X must be a non-empty 2-D array (n points, d features), got shape {X.shape}")
@@ -39,12 +59,23 @@ class MarginalGaussian(ProbabilisticRegressor):
     """The marginal of the training targets, N(mean(y), std(y)^2), the same forecast for every point: perfectly
     calibrated in expectation and with no sharpness (the QR paper's Claim 5), the reference every table shows.
 
-    Parameters: ``min_std`` (float > 0), a floor of the predicted std (y's units).
-
     ``fit(X, y)``: X (n, d) floats (unused: the forecast does not depend on the inputs), y (n,) targets.
     ``predict_proba(X)`` -> ``GaussianPredictive`` with mean(y) and max(std(y), min_std) (ddof 0) for each row of
     X; ``predict(X)`` -> mean(y) for each row.
 
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    random_state : int, numpy.random.Generator or None, default None
+        Unused (the fit is deterministic); kept for scikit-learn's conventions.
+    device : str or torch.device, default "cpu"
+        Unused (numpy only).
+    **kwargs
+        ``min_std`` (float > 0, default 1e-6), a floor of the predicted std (y's units).
+
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.reference_predictors import MarginalGaussian
     >>> X, y = np.zeros((4, 1)), np.array([1.0, 2.0, 3.0, 4.0])
@@ -57,7 +88,7 @@ class MarginalGaussian(ProbabilisticRegressor):
     cpu_only = True  # numpy only: a cluster job never asks a GPU for it
     job_resources = REFERENCE_RESOURCES  # not the family's GPU-sized request (uqcal.pipeline.plan.resources)
 
-    def fit(self, X, y) -> MarginalGaussian:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> MarginalGaussian:
         """Fit N(mean(y), std(y)^2).
 
         Parameters
@@ -77,7 +108,7 @@ class MarginalGaussian(ProbabilisticRegressor):
         self.fitted_ = True
         return self
 
-    def predict_proba(self, X) -> GaussianPredictive:
+    def predict_proba(self, X: ArrayLike) -> GaussianPredictive:
         """The training marginal for each row of X.
 
         Parameters
@@ -92,6 +123,14 @@ class MarginalGaussian(ProbabilisticRegressor):
         return GaussianPredictive(np.full(X.shape[0], self.mean_), np.full(X.shape[0], self.std_))
 
     def train(self, ctx: RunContext) -> None:
+        """The pipeline's train job: fit on the split's training rows, predict its test rows, save both.
+
+        Parameters
+        ----------
+        ctx : RunContext
+            The job's data, split, runtime and output paths; the outputs are a frame of y, mean and std per test
+            point and the fitted mean and std.
+        """
         table, split = ctx.load_data(), ctx.load_split()
         self.runtime = ctx.runtime
         train, test = np.asarray(split["train"]), np.asarray(split["test"])

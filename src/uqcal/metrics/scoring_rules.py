@@ -14,14 +14,19 @@ All are negatively oriented (lower is better) and averaged over the points.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from uqcal.metrics._validate import as_like, as_probability_vector, as_vector
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
 __all__ = ["brier_score", "interval_score", "miscalibration_area", "pinball_loss"]
 
 
-def interval_score(y, lower, upper, alpha: float) -> float:
+def interval_score(y: ArrayLike, lower: ArrayLike, upper: ArrayLike, alpha: float) -> float:
     """Mean interval (Winkler) score of the central (1 - alpha) intervals [lower, upper].
 
     IS = (u - l) + (2 / alpha)(l - y) 1{y < l} + (2 / alpha)(y - u) 1{y > u} (Gneiting & Raftery 2007, Eq. 43):
@@ -56,7 +61,7 @@ def interval_score(y, lower, upper, alpha: float) -> float:
     return float(np.mean(upper - lower + penalty))
 
 
-def pinball_loss(y, quantiles, level: float) -> float:
+def pinball_loss(y: ArrayLike, quantiles: ArrayLike, level: float) -> float:
     """Mean pinball (quantile) loss of predicted ``level``-quantiles: mean of max(tau (y - q), (tau - 1)(y - q)).
 
     Parameters
@@ -86,7 +91,7 @@ def pinball_loss(y, quantiles, level: float) -> float:
     return float(np.mean(np.maximum(level * diff, (level - 1.0) * diff)))
 
 
-def brier_score(probs, labels) -> float:
+def brier_score(probs: ArrayLike, labels: ArrayLike) -> float:
     """Mean multi-class Brier score: sum over classes c of (p_c - 1{label = c})^2, averaged over the points.
 
     Parameters
@@ -118,7 +123,7 @@ def brier_score(probs, labels) -> float:
     return float(np.mean(np.sum((probs - onehot) ** 2, axis=1)))
 
 
-def miscalibration_area(pit, num_bins: int = 100) -> float:
+def miscalibration_area(pit: ArrayLike, num_bins: int = 100) -> float:
     """uncertainty-toolbox's miscalibration area (``prop_type="interval"``): the area between the observed coverage
     of the central p-intervals and the diagonal, over ``num_bins`` levels p = linspace(0, 1, num_bins).
 

@@ -17,6 +17,7 @@ applied to every row, and only the test rows are scored (uqcal.metrics.evaluatio
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,11 @@ from uqcal.core.predictive import GaussianPredictive, RecalibratedPredictive
 from uqcal.core.recalibration import VarianceScaling as LibraryVarianceScaling
 from uqcal.methods.api import RunContext
 from uqcal.methods.estimator import ProbabilisticRegressor
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from uqcal.core.predictive import RegressionPredictive
 
 QUANTILE_LEVELS = (0.025, 0.05, 0.16, 0.84, 0.95, 0.975)
 
@@ -56,16 +62,27 @@ class PostHocRecalibration(ProbabilisticRegressor):
     ``fit(X, y)``: X (n, d), y (n,). A fitted base: (X, y) are the held-out recalibration data. An unfitted
     base: a random ``val_fraction`` of the rows (the runtime's stream 1) is held out, the base is fitted on the
     rest and the map on that part. ``predict(X)``: the base's prediction, recalibrated. The pipeline fits the
-    map on the base run's predictions of the split's validation part and predicts all of its rows."""
+    map on the base run's predictions of the split's validation part and predicts all of its rows.
+
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    base : ProbabilisticRegressor, optional
+        The Gaussian model to recalibrate, fitted or not (None: the pipeline's ``train`` loads the base run).
+    **kwargs
+        ``val_fraction`` (float, default 0.2: the held-out part when ``base`` is not fitted),
+        ``random_state`` and ``device``.
+    """
 
     defaults: dict = {"val_fraction": 0.2}
     cpu_only = True  # numpy on the base run's predictions
 
-    def __init__(self, params: dict | None = None, /, *, base=None, **kwargs):
+    def __init__(self, params: dict | None = None, /, *, base: ProbabilisticRegressor | None = None, **kwargs):
         super().__init__(params, **kwargs)
         self.base = base
 
-    def fit(self, X, y) -> PostHocRecalibration:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> PostHocRecalibration:
         """Fit the base (a clone on the rows not held out, unless it is fitted) and the map on held-out rows.
 
         Parameters
@@ -100,7 +117,7 @@ class PostHocRecalibration(ProbabilisticRegressor):
         self.fitted_ = True
         return self
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike) -> RegressionPredictive:
         """The base's predictive, recalibrated.
 
         Parameters
@@ -115,9 +132,30 @@ class PostHocRecalibration(ProbabilisticRegressor):
         return self.recalibrate(self.base_.predict_proba(X))
 
     def fit_map(self, prediction: GaussianPredictive, y: np.ndarray) -> None:
+        """Fit the recalibration map on the base's predictions of held-out rows and their targets.
+
+        Parameters
+        ----------
+        prediction : GaussianPredictive
+            The base's predictions of the recalibration rows.
+        y : numpy.ndarray of shape (n,)
+            Their targets.
+        """
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def recalibrate(self, prediction: GaussianPredictive):
+    def recalibrate(self, prediction: GaussianPredictive) -> RegressionPredictive:
+        """Apply the fitted map to the base's predictions.
+
+        Parameters
+        ----------
+        prediction : GaussianPredictive
+            The base's predictions.
+
+        Returns
+        -------
+        RegressionPredictive
+            The recalibrated predictive of each point.
+        """
         raise NotImplementedError  # pragma: no cover - abstract
 
     def train(self, ctx: RunContext) -> None:
@@ -136,9 +174,25 @@ class PostHocRecalibration(ProbabilisticRegressor):
         stats = {**stats, "recal_seconds": time.perf_counter() - start, "n_validation": self.n_validation_}
         ctx.save_outputs(frame, {**model, "base_run": str(ctx.depends_dir)}, stats)
 
-    def outputs(self, prediction, base: GaussianPredictive, y: np.ndarray) -> tuple[pd.DataFrame, dict, dict]:
+    def outputs(self, prediction: RegressionPredictive, base: GaussianPredictive,
+                y: np.ndarray) -> tuple[pd.DataFrame, dict, dict]:
         """The pipeline's predictions frame of ``prediction`` (recalibrated ``base``) at targets ``y``, the model
-        and the stats."""
+        and the stats.
+
+        Parameters
+        ----------
+        prediction : RegressionPredictive
+            The recalibrated predictive of every row of the base run.
+        base : GaussianPredictive
+            The base's Gaussian of the same rows.
+        y : numpy.ndarray of shape (n,)
+            Their targets.
+
+        Returns
+        -------
+        tuple of (pandas.DataFrame, dict, dict)
+            The predictions frame (one row per point), the model's saved entries and the run's stats.
+        """
         raise NotImplementedError  # pragma: no cover - abstract
 
 
@@ -146,6 +200,18 @@ class VarianceScaling(PostHocRecalibration):
     """N(mu, s^2 sigma^2) with the NLL-optimal factor s = sqrt(mean z^2) on the recalibration data
     (``variance_scale``); ``predict_proba`` -> ``GaussianPredictive``.
 
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    base : ProbabilisticRegressor, optional
+        The Gaussian model to recalibrate, fitted or not (None: the pipeline's ``train`` loads the base run).
+    **kwargs
+        ``val_fraction`` (float, default 0.2: the held-out part when ``base`` is not fitted),
+        ``random_state`` and ``device``.
+
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.arena import VarianceScaling
     >>> from uqcal.methods.reference_predictors import MarginalGaussian
@@ -155,14 +221,15 @@ class VarianceScaling(PostHocRecalibration):
     (3,)
     """
 
-    def fit_map(self, prediction, y):
+    def fit_map(self, prediction: GaussianPredictive, y: np.ndarray) -> None:
         self.recalibrator_ = LibraryVarianceScaling().fit(prediction, y)
         self.scale_ = self.recalibrator_.scale_
 
-    def recalibrate(self, prediction) -> GaussianPredictive:
+    def recalibrate(self, prediction: GaussianPredictive) -> GaussianPredictive:
         return self.recalibrator_.transform(prediction)
 
-    def outputs(self, prediction, base, y):
+    def outputs(self, prediction: GaussianPredictive, base: GaussianPredictive,
+                y: np.ndarray) -> tuple[pd.DataFrame, dict, dict]:
         frame = pd.DataFrame({"y": y, "mean": prediction.mean, "std": prediction.std, "base_std": base.std})
         return frame, {"variance_scale": self.scale_}, {"variance_scale": self.scale_}
 
@@ -171,6 +238,18 @@ class IsotonicOnValidation(PostHocRecalibration):
     """G(y) = R(Phi((y - mu) / sigma)) with R the isotonic map of the recalibration PITs (``endpoint_fix``:
     levels i/(m+1) and the knot (1, 1), no truncated support); ``predict_proba`` -> ``RecalibratedPredictive``.
 
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    base : ProbabilisticRegressor, optional
+        The Gaussian model to recalibrate, fitted or not (None: the pipeline's ``train`` loads the base run).
+    **kwargs
+        ``val_fraction`` (float, default 0.2), ``endpoint_fix`` (bool, default True), ``logpdf_floor``
+        (float, default -20: the floor of the saved log density), ``random_state`` and ``device``.
+
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.arena import IsotonicOnValidation
     >>> from uqcal.methods.reference_predictors import MarginalGaussian
@@ -182,7 +261,7 @@ class IsotonicOnValidation(PostHocRecalibration):
 
     defaults: dict = {**PostHocRecalibration.defaults, "endpoint_fix": True, "logpdf_floor": -20.0}
 
-    def fit_map(self, prediction, y):
+    def fit_map(self, prediction: GaussianPredictive, y: np.ndarray) -> None:
         from scipy.special import ndtr
 
         from uqcal.core.calibration import StandardisedRecalibration, isotonic_knots
@@ -190,10 +269,11 @@ class IsotonicOnValidation(PostHocRecalibration):
         pit = ndtr((y - prediction.mean) / prediction.std)
         self.recalibration_ = StandardisedRecalibration(*isotonic_knots(pit, bool(self.params["endpoint_fix"])))
 
-    def recalibrate(self, prediction) -> RecalibratedPredictive:
+    def recalibrate(self, prediction: GaussianPredictive) -> RecalibratedPredictive:
         return self.recalibration_.recalibrate(prediction, float(self.params["logpdf_floor"]))
 
-    def outputs(self, prediction, base, y):
+    def outputs(self, prediction: RecalibratedPredictive, base: GaussianPredictive,
+                y: np.ndarray) -> tuple[pd.DataFrame, dict, dict]:
         recalibration = self.recalibration_
         mean, std = base.mean, base.std
         z = (y - mean) / std

@@ -25,6 +25,8 @@ acquisition acts on, for the one-step-ahead calibration record.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 from botorch.acquisition.analytic import AnalyticAcquisitionFunction
@@ -33,13 +35,35 @@ from scipy.stats import norm
 
 from uqcal.methods.bo.pit_recalibrator import RecalibrationMap, torch_interp
 
+if TYPE_CHECKING:
+    from botorch.models.model import Model
+    from numpy.typing import ArrayLike
+
 ACQUISITIONS = ("ei", "pi", "ucb")
 CALIBRATED_ACQ_MODES = ("matched", "sigma", "quantile")
 Z_TABLE = np.linspace(-10.0, 10.0, 8001)
 
 
 class CalibratedAcquisition(AnalyticAcquisitionFunction):
-    def __init__(self, model, kind: str, best_f: float, recal: RecalibrationMap | None = None,
+    """EI, PI or -LCB of the recalibrated GP forecast, for minimisation (the rules of the module's docstring).
+
+    Parameters
+    ----------
+    model : botorch.models.model.Model
+        The GP surrogate (one output).
+    kind : {"ei", "pi", "ucb"}
+        The acquisition.
+    best_f : float
+        The best (smallest) value observed so far, b.
+    recal : RecalibrationMap or None, default None
+        R, the recalibration of the GP's standardised forecast; None: the identity.
+    beta : float, default 4.0
+        UCB's exploration weight: the bound is mu - sqrt(beta) sigma (alpha = Phi(-sqrt(beta))).
+    mode : {"matched", "sigma", "quantile"}, default "matched"
+        How R reaches the acquisition.
+    """
+
+    def __init__(self, model: Model, kind: str, best_f: float, recal: RecalibrationMap | None = None,
                  beta: float = 4.0, mode: str = "matched"):
         super().__init__(model=model)
         if kind not in ACQUISITIONS:
@@ -75,6 +99,18 @@ class CalibratedAcquisition(AnalyticAcquisitionFunction):
 
     @t_batch_mode_transform(expected_q=1)
     def forward(self, X: torch.Tensor) -> torch.Tensor:
+        """The acquisition at each candidate.
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (b, 1, d)
+            b candidate points (q = 1; a (b, d) input gets its q dimension from ``t_batch_mode_transform``).
+
+        Returns
+        -------
+        torch.Tensor of shape (b,)
+            The acquisition value of each candidate (larger is better).
+        """
         posterior = self.model.posterior(X)
         mean = posterior.mean.squeeze(-2).squeeze(-1)  # b x 1 x 1 -> b (q = 1, one output)
         sigma = posterior.variance.clamp_min(1e-12).sqrt().view(mean.shape)
@@ -94,16 +130,45 @@ class CalibratedAcquisition(AnalyticAcquisitionFunction):
         return -(mean - np.sqrt(self.beta) * sigma)
 
     def acts_on_recalibrated_cdf(self) -> bool:
+        """Whether the acquisition uses R's CDF itself rather than a moment-matched or rescaled Gaussian.
+
+        Returns
+        -------
+        bool
+            True for the quantile LCB and the ``quantile`` mode; False where a Gaussian (shift, scale) stands in.
+        """
         return self.quantile_lcb or self.mode == "quantile"
 
     def recalibrated_pit(self, z: float) -> float:
-        """PIT of an observation under the forecast this acquisition acts on; z = (y - mu) / sigma of the GP."""
+        """PIT of an observation under the forecast this acquisition acts on; z = (y - mu) / sigma of the GP.
+
+        Parameters
+        ----------
+        z : float
+            (y - mu) / sigma of the observation under the GP.
+
+        Returns
+        -------
+        float
+            The PIT value in [0, 1].
+        """
         if self.acts_on_recalibrated_cdf():
             return float(self.recal(norm.cdf(z)))
         return float(norm.cdf((z - self.shift) / self.scale))
 
-    def standardised_quantile(self, p) -> np.ndarray:
-        """p-quantile of the forecast this acquisition acts on, in units of the GP's (mu, sigma)."""
+    def standardised_quantile(self, p: ArrayLike) -> np.ndarray:
+        """p-quantile of the forecast this acquisition acts on, in units of the GP's (mu, sigma).
+
+        Parameters
+        ----------
+        p : array_like
+            Levels in (0, 1).
+
+        Returns
+        -------
+        numpy.ndarray
+            The quantiles z_p, of ``p``'s shape: the forecast's p-quantile is mu + sigma z_p.
+        """
         if self.acts_on_recalibrated_cdf():
             return self.recal.quantile(p)
         return self.shift + self.scale * norm.ppf(p)

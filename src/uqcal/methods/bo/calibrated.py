@@ -31,7 +31,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gpytorch
 import numpy as np
@@ -47,6 +47,9 @@ from uqcal.methods.bo.pit_recalibrator import RECALIBRATORS, RecalibrationMap, f
 from uqcal.methods.bo.surrogate import KERNELS, PIT_MODES, fit_gp, heldout_pit
 from uqcal.methods.estimator import Method
 from uqcal.metrics import calibration_score as shared_calibration_score
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 SETTING_KEYS = {"acquisition", "budget", "n_init", "target_tol", "initial_design", "initial_box", "stuck_above",
                 "datasets"}
@@ -194,7 +197,25 @@ class BOResult:
     on (``pred_pit_recal``: the PIT of the observation under the forecast the acquisition used; ``recal_mean``,
     ``recal_std``: moments of the recalibrated standardised forecast; ``sigma_scale``) and timings (seconds).
     ``snapshots``: per step, the 95 % intervals on a grid (1-D objectives, ``snapshot_grid`` > 0).
-    ``fit_failures``: failed ML-II fits during the run."""
+    ``fit_failures``: failed ML-II fits during the run.
+
+    Parameters
+    ----------
+    x : numpy.ndarray of shape (n, d)
+        The evaluated inputs, native coordinates.
+    y : numpy.ndarray of shape (n,)
+        Their objective values.
+    iteration : numpy.ndarray of shape (n,)
+        0 for the initial design, t for step t.
+    forecasts : list of RegressionPredictive, optional
+        The one-point forecast of each step's observation.
+    steps : pandas.DataFrame, optional
+        One row per step: the acquisition's record and timings.
+    snapshots : list of pandas.DataFrame, optional
+        Per step, the 95 % intervals on a grid (1-D objectives).
+    fit_failures : int, default 0
+        Failed ML-II fits during the run.
+    """
 
     x: np.ndarray
     y: np.ndarray
@@ -312,6 +333,17 @@ class RandomSearchBO(_BOBase):
     N(mean(y), std(y)^2) at every input (std floored at 1e-6), the honest reference forecast, which
     ``minimize`` does not use: it draws each point uniformly from the search box.
 
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only; it has none of its own).
+    random_state : int, numpy.random.Generator or None, default None
+        The seed of the initial design and of the random draws.
+    device : str or torch.device, default "cpu"
+        Unused (numpy only).
+
+    Examples
+    --------
     >>> import numpy as np
     >>> search = RandomSearchBO(random_state=0)
     >>> result = search.minimize(lambda X: (X[:, 0] - 0.3) ** 2, bounds=[[0.0], [1.0]], n_iterations=5)
@@ -325,29 +357,73 @@ class RandomSearchBO(_BOBase):
     defaults: dict = {}
     MIN_STD = 1e-6
 
-    def fit(self, X, y) -> RandomSearchBO:
-        """X: (n, d) observed inputs (native units); y: (n,) observed values. Returns self."""
+    def fit(self, X: ArrayLike, y: ArrayLike) -> RandomSearchBO:
+        """Fit the marginal Gaussian of the observed values.
+
+        Parameters
+        ----------
+        X : array_like of shape (n, d)
+            Observed inputs (native units).
+        y : array_like of shape (n,)
+            Observed values.
+
+        Returns
+        -------
+        RandomSearchBO
+            self, fitted.
+        """
         X, y = _observations(f"{type(self).__name__}.fit", X, y)
         self.dim_ = X.shape[1]
         self.mean_, self.std_ = float(y.mean()), max(float(y.std()), self.MIN_STD)
         self.fitted_ = True
         return self
 
-    def predict(self, X) -> GaussianPredictive:
-        """X: (m, d) inputs -> GaussianPredictive with the marginal mean and std of the observed values."""
+    def predict(self, X: ArrayLike) -> GaussianPredictive:
+        """The marginal Gaussian of the observed values at every input.
+
+        Parameters
+        ----------
+        X : array_like of shape (m, d)
+            Inputs (native units).
+
+        Returns
+        -------
+        GaussianPredictive
+            N(mean(y), std(y)^2) (std floored at 1e-6) for each of the m rows.
+        """
         self.check_fitted()
         X = _inputs(f"{type(self).__name__}.predict", X, self.dim_)
         return GaussianPredictive(np.full(len(X), self.mean_), np.full(len(X), self.std_))
 
-    def minimize(self, objective, bounds=None, n_iterations: int = 20, *, initial_x=None,
-                 n_initial: int = 3) -> BOResult:
+    def minimize(self, objective: Objective | Callable[[np.ndarray], np.ndarray], bounds: ArrayLike | None = None,
+                 n_iterations: int = 20, *, initial_x: ArrayLike | None = None, n_initial: int = 3) -> BOResult:
         """Random search: the initial design, then ``n_iterations`` points drawn uniformly from the box.
 
         ``objective``: an ``uqcal.data.objectives.Objective`` (then ``bounds`` is None) or a callable mapping
         an (n, d) array of inputs to (n,) values to minimise; ``bounds``: (2, d) lower and upper bounds of the
         inputs. ``initial_x``: (n0, d) initial design in native coordinates (feasible points: on the grid of
         discrete dimensions); None draws ``n_initial`` points uniformly from the seed (the same design as
-        ``CalibratedBO`` with the same seed)."""
+        ``CalibratedBO`` with the same seed).
+
+        Parameters
+        ----------
+        objective : Objective or callable
+            An ``uqcal.data.objectives.Objective`` (then ``bounds`` is None) or a callable mapping an (n, d) array of
+            inputs to (n,) values to minimise.
+        bounds : array_like of shape (2, d) or None, default None
+            Lower and upper bounds of the inputs (with a callable objective).
+        n_iterations : int, default 20
+            The number of steps after the initial design (>= 1).
+        initial_x : array_like of shape (n0, d) or None, default None
+            The initial design in native coordinates (feasible points); None: ``n_initial`` seeded uniform points.
+        n_initial : int, default 3
+            The size of the drawn initial design (>= 1).
+
+        Returns
+        -------
+        BOResult
+            The evaluated points in order (initial design, then one per step); no forecasts.
+        """
         objective, x, y = self._start(objective, bounds, n_iterations, initial_x, n_initial)
         iteration = [0] * len(y)
         rng = np.random.default_rng([self.runtime.seed, 31337])
@@ -390,6 +466,19 @@ class CalibratedBO(_BOBase):
     ``threadpoolctl.threadpool_limits(1, "blas")`` (as the pipeline's ``train`` does), or OpenBLAS' thread pool
     costs several times the work.
 
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    random_state : int, numpy.random.Generator or None, default None
+        The seed of the initial design and of the acquisition's restarts.
+    device : str or torch.device, default "cpu"
+        Where the GPs live.
+    **kwargs
+        The ``defaults`` above.
+
+    Examples
+    --------
     >>> import numpy as np
     >>> bo = CalibratedBO(calibrate=True, num_restarts=2, raw_samples=32, snapshot_grid=0, random_state=0)
     >>> result = bo.minimize(lambda X: np.sin(3 * X[:, 0]) + X[:, 0], bounds=[[0.0], [2.0]], n_iterations=3,
@@ -414,7 +503,8 @@ class CalibratedBO(_BOBase):
         "snapshot_grid": 201,         # 1-D objectives: save intervals on this grid every iteration
     }
 
-    def __init__(self, params: dict[str, Any] | None = None, /, *, random_state=None, device: Any = "cpu",
+    def __init__(self, params: dict[str, Any] | None = None, /, *,
+                 random_state: int | np.random.Generator | np.random.RandomState | None = None, device: Any = "cpu",
                  **kwargs: Any):
         super().__init__(params, random_state=random_state, device=device, **kwargs)
         for key, allowed in CHOICES.items():
@@ -425,7 +515,7 @@ class CalibratedBO(_BOBase):
         # names itself here (train).
         self.failures = FitFailures(self.runtime.log, self.runtime.name)
 
-    def fit(self, X, y, bounds=None) -> CalibratedBO:
+    def fit(self, X: ArrayLike, y: ArrayLike, bounds: ArrayLike | Objective | None = None) -> CalibratedBO:
         """Fit the surrogate on observed points. Returns self.
 
         X: (n, d) observed inputs in the objective's native coordinates; y: (n,) observed values (the
@@ -435,7 +525,22 @@ class CalibratedBO(_BOBase):
 
         Sets ``model_`` (botorch's SingleTaskGP, ML-II), ``recal_`` (R, a RecalibrationMap: the identity with
         ``calibrate=False`` or fewer than ``min_recal_points`` points), ``pit_`` (the held-out PIT values R
-        was fitted on, Algorithm 4; None without R) and ``recal_seconds_``."""
+        was fitted on, Algorithm 4; None without R) and ``recal_seconds_``.
+
+        Parameters
+        ----------
+        X : array_like of shape (n, d)
+            Observed inputs in the objective's native coordinates.
+        y : array_like of shape (n,)
+            Observed values (minimised; any units).
+        bounds : array_like of shape (2, d), Objective or None, default None
+            The search domain, mapped to the unit cube; None: the bounding box of X.
+
+        Returns
+        -------
+        CalibratedBO
+            self, fitted.
+        """
         where = f"{type(self).__name__}.fit"
         p = self.params
         X, y = _observations(where, X, y)
@@ -465,11 +570,22 @@ class CalibratedBO(_BOBase):
         self.fitted_ = True
         return self
 
-    def predict(self, X) -> GaussianPredictive | RecalibratedPredictive:
+    def predict(self, X: ArrayLike) -> GaussianPredictive | RecalibratedPredictive:
         """The forecast of a new observation (observation noise included) at each row of X ((m, d), native
         coordinates): GaussianPredictive(mean, std) in y's units, or with ``calibrate=True`` the recalibrated
         forecast F'(y) = R(F(y)) (Kuleshov et al. 2018, Eq. 5; Deshpande & Kuleshov Algorithm 2), a
-        RecalibratedPredictive over that Gaussian."""
+        RecalibratedPredictive over that Gaussian.
+
+        Parameters
+        ----------
+        X : array_like of shape (m, d)
+            Inputs in native coordinates.
+
+        Returns
+        -------
+        GaussianPredictive or RecalibratedPredictive
+            The forecast of each of the m rows, in y's units.
+        """
         self.check_fitted()
         X = _inputs(f"{type(self).__name__}.predict", X, self.space_.dim)
         u = torch.as_tensor(self.space_.to_unit(X), dtype=torch.float64, device=self.runtime.device)
@@ -482,7 +598,8 @@ class CalibratedBO(_BOBase):
             return forecast
         return RecalibratedPredictive(forecast, self.recal_, self.recal_.inverse)
 
-    def minimize(self, objective, bounds=None, n_iterations: int = 20, *, initial_x=None, n_initial: int = 3,
+    def minimize(self, objective: Objective | Callable[[np.ndarray], np.ndarray], bounds: ArrayLike | None = None,
+                 n_iterations: int = 20, *, initial_x: ArrayLike | None = None, n_initial: int = 3,
                  acquisition: str = "ei") -> BOResult:
         """Minimise ``objective``: the initial design, then ``n_iterations`` BO steps.
 
@@ -494,7 +611,30 @@ class CalibratedBO(_BOBase):
         inputs to (n,) values; ``bounds``: (2, d) lower and upper bounds of the inputs. ``initial_x``: (n0, d)
         initial design in native coordinates (feasible points: on the grid of discrete dimensions); None draws
         ``n_initial`` points uniformly from the seed.
-        Afterwards the estimator holds the last step's surrogate (fitted before the last observation)."""
+        Afterwards the estimator holds the last step's surrogate (fitted before the last observation).
+
+        Parameters
+        ----------
+        objective : Objective or callable
+            An ``uqcal.data.objectives.Objective`` (then ``bounds`` is None) or a callable mapping an (n, d) array of
+            inputs to (n,) values to minimise.
+        bounds : array_like of shape (2, d) or None, default None
+            Lower and upper bounds of the inputs (with a callable objective).
+        n_iterations : int, default 20
+            The number of steps after the initial design (>= 1).
+        initial_x : array_like of shape (n0, d) or None, default None
+            The initial design in native coordinates (feasible points); None: ``n_initial`` seeded uniform points.
+        n_initial : int, default 3
+            The size of the drawn initial design (>= 1).
+        acquisition : {"ei", "pi", "ucb"}, default "ei"
+            The acquisition (of the recalibrated forecast with ``calibrate=True``).
+
+        Returns
+        -------
+        BOResult
+            The evaluated points in order, the forecast of each step's point, the steps' records, the interval
+            snapshots and the number of failed ML-II fits.
+        """
         from botorch.optim import optimize_acqf
 
         where = f"{type(self).__name__}.minimize"

@@ -22,6 +22,7 @@ previous rule (ablation): a least-squares slope s of Phi^-1(R^-1(p)) on Phi^-1(p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -32,6 +33,9 @@ try:  # the shared building block (uqcal.core.calibration on main)
     from uqcal.core.calibration import IsotonicPITMap
 except ImportError:  # pragma: no cover - older checkouts
     IsotonicPITMap = None
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 RECALIBRATORS = ("gp", "isotonic")
 # Knots dense in the tails (uniform in z = Phi^-1(p)) so that R^-1 of tail levels stays accurate.
@@ -48,7 +52,19 @@ def empirical_cdf_targets(pit: np.ndarray) -> np.ndarray:
 
 @dataclass
 class RecalibrationMap:
-    """Monotone piecewise-linear R on ``knots`` (non-decreasing ``values``, R(0) = 0, R(1) = 1)."""
+    """Monotone piecewise-linear R on ``knots`` (non-decreasing ``values``, R(0) = 0, R(1) = 1).
+
+    Parameters
+    ----------
+    knots : numpy.ndarray of shape (K,)
+        Increasing levels in [0, 1], from 0 to 1.
+    values : numpy.ndarray of shape (K,)
+        R at the knots, non-decreasing, from 0 to 1.
+    identity : bool, default False
+        R is the identity (too few PIT values, or a flat fit).
+    fit_failed : bool, default False
+        The GP recalibrator's ML-II fit failed (counted in fit_failures).
+    """
 
     knots: np.ndarray
     values: np.ndarray
@@ -59,19 +75,54 @@ class RecalibrationMap:
     def identity_map(cls) -> RecalibrationMap:
         return cls(np.array([0.0, 1.0]), np.array([0.0, 1.0]), identity=True)
 
-    def __call__(self, p):
+    def __call__(self, p: ArrayLike) -> np.ndarray:
         return np.interp(p, self.knots, self.values)
 
-    def inverse(self, q):
+    def inverse(self, q: ArrayLike) -> np.ndarray:
+        """R^-1(q), the predicted level whose recalibrated level is q.
+
+        Parameters
+        ----------
+        q : array_like
+            Recalibrated levels in [0, 1], any shape.
+
+        Returns
+        -------
+        numpy.ndarray
+            R^-1(q), of ``q``'s shape: the generalised inverse (the swapped table interpolated).
+        """
         # Generalised inverse of a non-decreasing map: interpolate the swapped table, whose x may repeat.
         return np.interp(q, self.values, self.knots)
 
     def torch_call(self, p: torch.Tensor) -> torch.Tensor:
+        """R(p) in torch, differentiable in p (the calibrated acquisition's gradient).
+
+        Parameters
+        ----------
+        p : torch.Tensor
+            Predicted levels in [0, 1], any shape.
+
+        Returns
+        -------
+        torch.Tensor
+            R(p), of ``p``'s shape, dtype and device.
+        """
         knots = torch.as_tensor(self.knots, dtype=p.dtype, device=p.device)
         return torch_interp(p, knots, torch.as_tensor(self.values, dtype=p.dtype, device=p.device))
 
-    def quantile(self, p) -> np.ndarray:
-        """Quantiles Phi^-1(R^-1(p)) of the recalibrated standardised forecast Z."""
+    def quantile(self, p: ArrayLike) -> np.ndarray:
+        """Quantiles Phi^-1(R^-1(p)) of the recalibrated standardised forecast Z.
+
+        Parameters
+        ----------
+        p : array_like
+            Levels in [0, 1], any shape.
+
+        Returns
+        -------
+        numpy.ndarray
+            The quantiles of Z (R^-1(p) clipped to [1e-12, 1 - 1e-12] first), of ``p``'s shape.
+        """
         return norm.ppf(np.clip(self.inverse(p), 1e-12, 1 - 1e-12))
 
     def moments(self) -> tuple[float, float]:
@@ -80,6 +131,11 @@ class RecalibrationMap:
         On a knot interval [p_k, p_k+1] R has slope c_k, so Z has density c_k phi(z) on
         [z_k, z_k+1] = Phi^-1([p_k, p_k+1]) and E[Z] = sum_k c_k (phi(z_k) - phi(z_k+1)),
         E[Z^2] = sum_k c_k [Phi(z) - z phi(z)]_{z_k}^{z_k+1} (z phi(z) -> 0 at +-inf). Identity R: (0, 1).
+
+        Returns
+        -------
+        tuple of float
+            E[Z] and sd(Z) (the variance floored at 1e-12).
         """
         if self.identity:
             return 0.0, 1.0
@@ -95,6 +151,14 @@ class RecalibrationMap:
         return first, float(np.sqrt(max(second - first**2, 1e-12)))
 
     def sigma_scale(self) -> float:
+        """The factor by which R widens (s > 1) or narrows (s < 1) the standardised forecast.
+
+        Returns
+        -------
+        float
+            The least-squares slope s of Phi^-1(R^-1(p)) on Phi^-1(p) over the levels 0.05, ..., 0.95, clipped to
+            ``SCALE_BOUNDS``; 1 for the identity.
+        """
         if self.identity:
             return 1.0
         z = norm.ppf(SCALE_LEVELS)
@@ -133,10 +197,31 @@ def _gp_values(pit: np.ndarray, targets: np.ndarray, device: torch.device | str 
         return model.posterior(grid).mean.reshape(-1).cpu().numpy(), failed
 
 
-def fit_recalibration(pit, method: str = "gp", min_points: int = 5, device: torch.device | str = "cpu"
+def fit_recalibration(pit: ArrayLike, method: str = "gp", min_points: int = 5, device: torch.device | str = "cpu"
                       ) -> RecalibrationMap:
     """R fitted on held-out PIT values; identity below ``min_points`` values; the GP recalibrator's fit runs on
-    ``device``."""
+    ``device``.
+
+    The targets are the empirical CDF of the PIT values (Algorithm 3, step 1); the GP (RBF, ML-II) or isotonic
+    fit on them, with (0, 0) and (1, 1) added, is evaluated on ``GRID``, made non-decreasing and rescaled onto
+    [0, 1].
+
+    Parameters
+    ----------
+    pit : array_like
+        Held-out PIT values (clipped to [0, 1]).
+    method : {"gp", "isotonic"}, default "gp"
+        The recalibrator.
+    min_points : int, default 5
+        Fewest PIT values to fit on; with fewer, R is the identity.
+    device : torch.device or str, default "cpu"
+        Where the GP recalibrator fits.
+
+    Returns
+    -------
+    RecalibrationMap
+        R on ``GRID`` (``identity`` when too few values or a flat fit; ``fit_failed`` when the GP fit failed).
+    """
     if method not in RECALIBRATORS:
         raise ValueError(f"recalibrator {method!r} not in {RECALIBRATORS}")
     pit = np.clip(np.asarray(pit, dtype=float).reshape(-1), 0.0, 1.0)

@@ -28,9 +28,13 @@ Held-out PIT values F_i = [M'_i(x_i)](y_i) (Algorithm 4, step 3), three ways (``
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from botorch.models import SingleTaskGP
 
 KERNELS = ("rbf", "matern52")
 PIT_MODES = ("refit_loo", "closed_loo", "timeseries")
@@ -76,8 +80,24 @@ def _fit(model) -> bool:
     return failed
 
 
-def fit_gp(train_x: torch.Tensor, train_y: torch.Tensor, kernel: str = "rbf"):
-    """ML-II fit from botorch's initial hyperparameters. Returns (model, fit_failed: bool)."""
+def fit_gp(train_x: torch.Tensor, train_y: torch.Tensor, kernel: str = "rbf") -> tuple[SingleTaskGP, bool]:
+    """ML-II fit from botorch's initial hyperparameters. Returns (model, fit_failed: bool).
+
+    Parameters
+    ----------
+    train_x : torch.Tensor of shape (..., n, d)
+        Inputs (unit cube); leading batch dimensions fit one independent GP per member.
+    train_y : torch.Tensor of shape (..., n)
+        Targets (standardised inside by the model's outcome transform).
+    kernel : {"rbf", "matern52"}, default "rbf"
+        The ARD kernel under a ScaleKernel.
+
+    Returns
+    -------
+    tuple of (botorch.models.SingleTaskGP, bool)
+        The fitted model in eval mode, and whether botorch's ``fit_gpytorch_mll`` failed (the model then keeps
+        botorch's rolled-back state).
+    """
     model = make_gp(train_x, train_y, kernel)
     return model, _fit(model)
 
@@ -170,9 +190,28 @@ def timeseries_pit(model, start: int = 1) -> np.ndarray:
     return torch.special.ndtr(innovations[start:]).detach().cpu().numpy()
 
 
-def heldout_pit(model, mode: str, train_x: torch.Tensor, train_y: torch.Tensor, kernel: str = "rbf"
+def heldout_pit(model: SingleTaskGP, mode: str, train_x: torch.Tensor, train_y: torch.Tensor, kernel: str = "rbf"
                 ) -> tuple[np.ndarray, bool]:
-    """Held-out PIT values of the recalibration set (Algorithm 4) -> (PIT values, a refit failed)."""
+    """Held-out PIT values of the recalibration set (Algorithm 4) -> (PIT values, a refit failed).
+
+    Parameters
+    ----------
+    model : botorch.models.SingleTaskGP
+        The full-data fit (``fit_gp``); its hyperparameters warm-start the refits or are held fixed.
+    mode : {"refit_loo", "closed_loo", "timeseries"}
+        How the PIT values are held out (the module's docstring).
+    train_x : torch.Tensor of shape (n, d)
+        The model's training inputs.
+    train_y : torch.Tensor of shape (n,)
+        Its training targets.
+    kernel : {"rbf", "matern52"}, default "rbf"
+        The kernel of the refits (``refit_loo``).
+
+    Returns
+    -------
+    tuple of (numpy.ndarray, bool)
+        The PIT values (n for the leave-one-out modes, n - 1 for ``timeseries``), and whether a refit failed.
+    """
     if mode == "refit_loo":
         return refit_loo_pit(model, train_x, train_y, kernel)
     if mode == "closed_loo":

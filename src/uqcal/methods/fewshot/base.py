@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -23,6 +23,9 @@ from uqcal.methods.estimator import Method
 
 # Column prefixes of the recalibrated predictives (temperature_scaling.py): the authors' temperature pair chosen
 # by validation ECE / by validation MCE; one temperature chosen by validation NLL.
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
 RECALIBRATED = ("ts", "tsm", "nllts")
 
 
@@ -31,7 +34,17 @@ class EpisodePredictive(CategoricalPredictive):
     """The predictive of one episode's queries: ``probs`` (n_query, C) over ``classes`` (the sorted support
     labels), and ``recalibrated``, the same queries under each recalibration fitted on the validation episodes
     (``"ts"``, ``"tsm"``, ``"nllts"``: see temperature_scaling.py), each a CategoricalPredictive; empty when the
-    estimator fitted none (no validation, or ``recalibrate=False``)."""
+    estimator fitted none (no validation, or ``recalibrate=False``).
+
+    Parameters
+    ----------
+    probs : array_like of shape (n_query, C)
+        Class probabilities of the queries, rows summing to 1.
+    classes : array_like of shape (C,), optional
+        The class of each column (the sorted support labels).
+    recalibrated : dict of str to CategoricalPredictive, optional
+        The same queries under each fitted recalibration.
+    """
 
     recalibrated: dict[str, CategoricalPredictive] = field(default_factory=dict)
 
@@ -192,13 +205,26 @@ class FewShotClassifier(Method):
     base classes, then ``predict(X_support, y_support, X_query)`` -> ``EpisodePredictive`` for each new episode.
     ``train(ctx)`` (the pipeline) fits on the split's train classes with its validation episodes and predicts
     its test episodes through the same two calls.
+
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    random_state : int, numpy.random.Generator or None, default None
+        The seed of the estimator's random streams (episodes, initial weights, MC samples).
+    device : str or torch.device, default "cpu"
+        Where torch computes.
+    **kwargs
+        The class's ``defaults``; a value may be a {dataset or setting: value} mapping that a pipeline run
+        resolves.
     """
 
     run_mappings = True  # in a config, a parameter may be {dataset or setting: value} (per_run_params)
     # String parameters and their allowed values (checked by the constructor, naming the key).
     choices: dict[str, tuple[str, ...]] = {}
 
-    def __init__(self, params: dict[str, Any] | None = None, /, *, random_state=None, device: Any = "cpu",
+    def __init__(self, params: dict[str, Any] | None = None, /, *,
+                 random_state: int | np.random.Generator | np.random.RandomState | None = None, device: Any = "cpu",
                  **kwargs: Any):
         super().__init__(params, random_state=random_state, device=device, **kwargs)
         where = type(self).__name__
@@ -215,26 +241,81 @@ class FewShotClassifier(Method):
                 raise ValueError(f"{type(self).__name__}.{key} = {value!r}: a {{dataset or setting: value}} mapping "
                                  "is resolved by a pipeline run; give fit a single value")
 
-    def fit(self, X, y, validation=None, *, n_way: int = 5, k_shot: int = 1, n_query: int = 16,
+    def fit(self, X: ArrayLike, y: ArrayLike, validation: tuple | Sequence | None = None, *, n_way: int = 5,
+            k_shot: int = 1, n_query: int = 16,
             n_val_episodes: int = 100) -> FewShotClassifier:  # pragma: no cover - abstract
         """Learn from a labelled pool of base classes: X (n, H, W) float grayscale images, y (n,) integer
         labels; ``n_way``-way ``k_shot``-shot episodes with ``n_query`` queries a class are drawn from it.
         ``validation``: None, a pool (X_val, y_val) of other classes (``n_val_episodes`` episodes are drawn from
-        it) or a sequence of episodes (X_support, y_support, X_query, y_query). Returns self."""
+        it) or a sequence of episodes (X_support, y_support, X_query, y_query). Returns self.
+
+        Parameters
+        ----------
+        X : array_like of shape (n, H, W)
+            Float grayscale images of the base classes.
+        y : array_like of shape (n,)
+            Their integer class labels.
+        validation : tuple, sequence of tuple or None, default None
+            None, a pool ``(X_val, y_val)`` of other classes, or episodes ``(X_support, y_support, X_query, y_query)``.
+        n_way, k_shot, n_query : int, default 5, 1 and 16
+            The episodes' classes, support images a class and query images a class.
+        n_val_episodes : int, default 100
+            Episodes drawn from a validation pool.
+
+        Returns
+        -------
+        FewShotClassifier
+            self, fitted.
+        """
         raise NotImplementedError
 
-    def predict(self, X_support, y_support, X_query) -> EpisodePredictive:  # pragma: no cover - abstract
+    def predict(self, X_support: ArrayLike, y_support: ArrayLike,
+                X_query: ArrayLike) -> EpisodePredictive:  # pragma: no cover - abstract
         """Class probabilities (q, C) of the q images X_query over the C classes of the support set (X_support
-        (m, H, W), integer labels y_support (m,)); ``classes`` = the sorted support labels."""
+        (m, H, W), integer labels y_support (m,)); ``classes`` = the sorted support labels.
+
+        Parameters
+        ----------
+        X_support : array_like of shape (m, H, W)
+            The support images.
+        y_support : array_like of shape (m,)
+            Their integer labels.
+        X_query : array_like of shape (q, H, W)
+            The query images.
+
+        Returns
+        -------
+        EpisodePredictive
+            (q, C) probabilities over ``classes`` = the sorted support labels.
+        """
         raise NotImplementedError
 
     def run_outputs(self, n_test_episodes: int, test_seconds: float) -> tuple[Any, dict]:  # pragma: no cover
-        """What a pipeline run saves beside its predictions: (model.pt's object, train_stats.json's entries)."""
+        """What a pipeline run saves beside its predictions: (model.pt's object, train_stats.json's entries).
+
+        Parameters
+        ----------
+        n_test_episodes : int
+            The number of test episodes predicted.
+        test_seconds : float
+            The seconds their prediction took.
+
+        Returns
+        -------
+        tuple of (object, dict)
+            What model.pt holds and the entries of train_stats.json.
+        """
         raise NotImplementedError
 
     def train(self, ctx: RunContext) -> None:
         """The pipeline's entry: fit on the split's train classes (labels: their positions in the split's list)
-        with its validation episodes, predict each test episode, save the predictions frame."""
+        with its validation episodes, predict each test episode, save the predictions frame.
+
+        Parameters
+        ----------
+        ctx : RunContext
+            The run's data, split, setting and output paths.
+        """
         self.runtime = ctx.runtime
         self.params = per_run_params(self.params, ctx.dataset, ctx.setting)
         table, split = ctx.load_data(), ctx.load_split()

@@ -74,6 +74,17 @@ class DKT(EpisodicMethod):
         >>> prediction = model.predict(X_support, y_support, rng.random((5, 28, 28)))
         >>> prediction.probs.shape, prediction.classes.tolist()
         ((5, 3), [10, 11, 12])
+
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    random_state : int, numpy.random.Generator or None, default None
+        The seed of the estimator's random streams (episodes, initial weights, MC samples).
+    device : str or torch.device, default "cpu"
+        Where torch computes.
+    **kwargs
+        The class's ``defaults`` keys and ``EpisodicMethod.defaults``' keys.
     """
     batch_backbone = True  # logit_samples reads the images through model.backbone only
     defaults = {
@@ -94,14 +105,14 @@ class DKT(EpisodicMethod):
         )
         return DeepKernelRegression(backbone, kernels, float(self.params["noise_init"]))
 
-    def param_groups(self, model) -> list[dict]:
+    def param_groups(self, model: DeepKernelRegression) -> list[dict]:
         kernel_params = [p for p in model.kernels.parameters() if p.requires_grad] + [model.raw_noise]
         return [
             {"params": list(model.backbone.parameters()), "lr": self.params["lr_backbone"]},
             {"params": kernel_params, "lr": self.params["lr_kernel"]},
         ]
 
-    def episode_loss(self, model, episode: Episode, generator) -> torch.Tensor:
+    def episode_loss(self, model: DeepKernelRegression, episode: Episode, generator: torch.Generator) -> torch.Tensor:
         images = torch.cat([episode.support_x, episode.query_x])
         labels = torch.cat([episode.support_y, episode.query_y])
         (features,) = model.kernels.prepare(model.backbone(images))
@@ -109,7 +120,7 @@ class DKT(EpisodicMethod):
         targets = signed_onehot(labels, episode.n_way).to(kernel.dtype)
         return -exact_mll(kernel, model.noise, targets, self.counter) / labels.numel()
 
-    def logit_samples(self, model, episode: Episode, generator) -> torch.Tensor:
+    def logit_samples(self, model: DeepKernelRegression, episode: Episode, generator: torch.Generator) -> torch.Tensor:
         support, query = model.kernels.prepare(
             model.backbone(episode.support_x), model.backbone(episode.query_x)
         )

@@ -104,19 +104,90 @@ class EpisodicMethod(FewShotClassifier):
 
     # ---- hooks ---------------------------------------------------------------------------------
     def build_model(self, n_way: int, image_size: int) -> nn.Module:  # pragma: no cover - abstract
+        """The method's model, before meta-training.
+
+        Parameters
+        ----------
+        n_way : int
+            The classes of an episode.
+        image_size : int
+            The images' side in pixels.
+
+        Returns
+        -------
+        torch.nn.Module
+            The untrained model.
+        """
         raise NotImplementedError
 
     def param_groups(self, model: nn.Module) -> list[dict]:
+        """The optimiser's parameter groups.
+
+        Parameters
+        ----------
+        model : torch.nn.Module
+            The model ``build_model`` made.
+
+        Returns
+        -------
+        list of dict
+            torch.optim parameter groups (``params`` and ``lr``); by default one group at ``lr_backbone``.
+        """
         return [{"params": list(model.parameters()), "lr": self.params["lr_backbone"]}]
 
-    def episode_loss(self, model, episode: Episode, generator: torch.Generator) -> torch.Tensor:
+    def episode_loss(self, model: nn.Module, episode: Episode, generator: torch.Generator) -> torch.Tensor:
+        """The meta-training loss of one episode (minimised by the outer loop).
+
+        Parameters
+        ----------
+        model : torch.nn.Module
+            The model ``build_model`` made.
+        episode : Episode
+            One episode's tensors (with query labels).
+        generator : torch.Generator
+            The stream of the method's random draws (MC samples).
+
+        Returns
+        -------
+        torch.Tensor
+            The scalar meta-training loss of the episode.
+        """
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def logit_samples(self, model, episode: Episode, generator: torch.Generator) -> torch.Tensor:
-        """(S, M, C) samples of query logits; probabilities = mean_s softmax(logits_s / T)."""
+    def logit_samples(self, model: nn.Module, episode: Episode, generator: torch.Generator) -> torch.Tensor:
+        """(S, M, C) samples of query logits; probabilities = mean_s softmax(logits_s / T).
+
+        Parameters
+        ----------
+        model : torch.nn.Module
+            The model ``build_model`` made.
+        episode : Episode
+            One episode's tensors.
+        generator : torch.Generator
+            The stream of the method's random draws (MC samples).
+
+        Returns
+        -------
+        torch.Tensor
+            (S, M, C) logit samples of the M queries over the C classes.
+        """
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def extra_stats(self, model, validation: Sequence) -> dict:
+    def extra_stats(self, model: nn.Module, validation: Sequence) -> dict:
+        """Method-specific statistics of the fitted model.
+
+        Parameters
+        ----------
+        model : torch.nn.Module
+            The meta-trained model.
+        validation : sequence
+            The validation episodes.
+
+        Returns
+        -------
+        dict
+            Entries added to train_stats.json (none by default).
+        """
         return {}
 
     # ---- the estimator -------------------------------------------------------------------------
@@ -306,11 +377,22 @@ class EpisodicMethod(FewShotClassifier):
         with torch.no_grad():
             return self.logit_samples(model, episode, generator).cpu()
 
-    def head_model(self, model) -> tuple[nn.Module, nn.Module] | None:
+    def head_model(self, model: nn.Module) -> tuple[nn.Module, nn.Module] | None:
         """(the backbone, the model with an identity in its place) where ``batch_backbone``: the method's
         ``logit_samples`` passes an episode's images through ``model.backbone`` only, image by image (batch norm
         in eval mode), so its episodes' features can be computed in one batched pass. None: episode by episode
-        (MAML adapts the backbone to each support set, with batch statistics)."""
+        (MAML adapts the backbone to each support set, with batch statistics).
+
+        Parameters
+        ----------
+        model : torch.nn.Module
+            The meta-trained model.
+
+        Returns
+        -------
+        tuple of (torch.nn.Module, torch.nn.Module) or None
+            The backbone and the head, or None.
+        """
         backbone = getattr(model, "backbone", None) if self.batch_backbone else None
         if backbone is None:
             return None

@@ -39,6 +39,17 @@ class ClassKernels(nn.Module):
     the support's mean and never influence each other. One rule for training and test; the authors' code
     only L2-normalises (``centre=False``), which measured 4 points less accuracy on glyphs 5-way 5-shot
     (docs/fewshot.md). RBF and polynomial features are only L2-normalised, as in the paper.
+
+    Parameters
+    ----------
+    kind : {"cosine", "rbf", "polynomial"}
+        The base kernel.
+    n_classes : int
+        C, one output scale per class.
+    polynomial_power : int, default 2
+        The polynomial kernel's degree.
+    centre : bool, default True
+        Centre the cosine kernel's features by the conditioning points' mean.
     """
 
     def __init__(self, kind: str, n_classes: int, polynomial_power: int = 2, centre: bool = True):
@@ -59,14 +70,43 @@ class ClassKernels(nn.Module):
 
     def prepare(self, conditioning: torch.Tensor, *others: torch.Tensor) -> list[torch.Tensor]:
         """The features of the points the GP conditions on, then of the points it predicts: centred by the
-        conditioning points' mean (cosine with ``centre``), then L2-normalised."""
+        conditioning points' mean (cosine with ``centre``), then L2-normalised.
+
+        Parameters
+        ----------
+        conditioning : torch.Tensor of shape (N, d)
+            Deep features of the points the GP conditions on.
+        *others : torch.Tensor of shape (M, d)
+            Deep features of points it predicts.
+
+        Returns
+        -------
+        list of torch.Tensor
+            The prepared features, conditioning first, each of its input's shape.
+        """
         sets = [conditioning, *others]
         if self.centre and conditioning.shape[0] > 1:
             mean = conditioning.mean(0, keepdim=True)
             sets = [s - mean for s in sets]
         return [F.normalize(s, dim=-1) for s in sets]
 
-    def forward(self, x1: torch.Tensor, x2: torch.Tensor | None = None, diag: bool = False):
+    def forward(self, x1: torch.Tensor, x2: torch.Tensor | None = None, diag: bool = False) -> torch.Tensor:
+        """The C class kernels between two feature sets.
+
+        Parameters
+        ----------
+        x1 : torch.Tensor of shape (N, d)
+            Prepared features.
+        x2 : torch.Tensor of shape (M, d) or None, default None
+            Prepared features (None: ``x1``).
+        diag : bool, default False
+            Only k(x1_n, x1_n).
+
+        Returns
+        -------
+        torch.Tensor
+            The class kernels, (C, N, M) dense, or (C, N) with ``diag``.
+        """
         if diag:
             return self.kernel(x1, x1, diag=True)
         return self.kernel(x1, x1 if x2 is None else x2).to_dense()
@@ -178,7 +218,28 @@ def run_mirror_descent(
     counter: JitterCounter | None = None,
     callback: Callable[[int, Posterior], None] | None = None,
 ) -> Posterior:
-    """theta~_0 = 0, so q starts at the prior (Alg. 1); returns q after `steps` updates."""
+    """theta~_0 = 0, so q starts at the prior (Alg. 1); returns q after `steps` updates.
+
+    Parameters
+    ----------
+    kernel : torch.Tensor of shape (C, N, N)
+        The class kernels on the support points.
+    expectations : callable
+        q -> (g_m, g_v), the MC gradients of E_q[log p(y | f)] (``softmax_expectations_fn``).
+    steps : int
+        Mirror-descent updates (Eq. 4).
+    rho : float
+        The step size.
+    counter : JitterCounter or None, default None
+        Counts the Cholesky jitter escalations.
+    callback : callable or None, default None
+        ``callback(step, q)`` after the start (step 0) and each update.
+
+    Returns
+    -------
+    Posterior
+        q after ``steps`` updates.
+    """
     sites = SiteState.zeros(kernel.shape[:-1], kernel)
     post = site_posterior(kernel, sites, counter)
     if callback is not None:
@@ -199,6 +260,27 @@ def softmax_expectations_fn(
     counter: JitterCounter | None = None,
     generator: torch.Generator | None = None,
 ) -> Expectations:
+    """The function that gives mirror descent its MC expectations under q.
+
+    Parameters
+    ----------
+    onehot : torch.Tensor of shape (C, N)
+        The support labels, one-hot per class.
+    sampling : {"marginal", "full_covariance"}
+        Draw f from q's marginals or from its full covariance.
+    n_samples : int
+        MC samples per call.
+    counter : JitterCounter or None, default None
+        Counts the Cholesky jitter escalations (full covariance).
+    generator : torch.Generator or None, default None
+        The samples' stream.
+
+    Returns
+    -------
+    callable
+        q -> (g_m, g_v), each (C, N): the MC estimates of the softmax likelihood's expected gradient and half
+        Hessian diagonal with respect to f, the inputs of the mirror-descent step (Eq. 4).
+    """
     if sampling not in SAMPLING:
         raise ValueError(f"sampling must be one of {SAMPLING}, got {sampling!r}")
 
@@ -339,20 +421,64 @@ def run_moment_gradient_descent(
 
 
 # ---------------------------------------------------------------------------------- prediction
-def site_predictive(post: Posterior, k_sq: torch.Tensor, k_qq_diag: torch.Tensor):
-    """Eq. 6b: mu* = k*^T K^-1 m, var* = k** - k*^T (K + Lam^-1)^-1 k* (pseudo-data GP regression)."""
+def site_predictive(post: Posterior, k_sq: torch.Tensor, k_qq_diag: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 6b: mu* = k*^T K^-1 m, var* = k** - k*^T (K + Lam^-1)^-1 k* (pseudo-data GP regression).
+
+    Parameters
+    ----------
+    post : Posterior
+        q fitted on the support set.
+    k_sq : torch.Tensor of shape (C, N, M)
+        The class kernels between the support and query points.
+    k_qq_diag : torch.Tensor of shape (C, M)
+        The class kernels' diagonal at the queries.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        mu* and var* (floored at 1e-10), each (C, M).
+    """
     mu = (k_sq * post.alpha.unsqueeze(-1)).sum(-2)
     v = torch.linalg.solve_triangular(post.chol_b, post.sqrt_lam.unsqueeze(-1) * k_sq, upper=False)
     var = k_qq_diag - (v**2).sum(-2)
     return mu, var.clamp_min(1e-10)
 
 
-def predictive_logit_samples(mu, var, n_samples, generator=None) -> torch.Tensor:
-    """Samples of f* (S, M, C) from prod_c N(mu*_c, var*_c); Eq. 6a averages softmax over them."""
+def predictive_logit_samples(mu: torch.Tensor, var: torch.Tensor, n_samples: int,
+                             generator: torch.Generator | None = None) -> torch.Tensor:
+    """Samples of f* (S, M, C) from prod_c N(mu*_c, var*_c); Eq. 6a averages softmax over them.
+
+    Parameters
+    ----------
+    mu, var : torch.Tensor of shape (C, M)
+        The predictive means and variances of the M queries (``site_predictive``).
+    n_samples : int
+        S.
+    generator : torch.Generator or None, default None
+        The samples' stream (CPU draws, moved to ``mu``'s device).
+
+    Returns
+    -------
+    torch.Tensor of shape (S, M, C)
+        Logit samples.
+    """
     samples = marginal_samples(mu, var, n_samples, generator)  # (S, C, M)
     return samples.transpose(-2, -1)
 
 
 def mc_softmax(logit_samples: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """Eq. 6a: p(y* = r) ~= mean_s softmax(f*_s / T)_r; T = 1 is the untempered prediction."""
+    """Eq. 6a: p(y* = r) ~= mean_s softmax(f*_s / T)_r; T = 1 is the untempered prediction.
+
+    Parameters
+    ----------
+    logit_samples : torch.Tensor of shape (S, M, C)
+        Logit samples.
+    temperature : float, default 1.0
+        T.
+
+    Returns
+    -------
+    torch.Tensor of shape (M, C)
+        Class probabilities, rows summing to 1.
+    """
     return torch.softmax(logit_samples / temperature, dim=-1).mean(0)

@@ -41,6 +41,17 @@ class MAML(EpisodicMethod):
         >>> prediction = model.predict(X_support, y_support, rng.random((5, 28, 28)))
         >>> prediction.probs.shape, prediction.classes.tolist()
         ((5, 3), [10, 11, 12])
+
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    random_state : int, numpy.random.Generator or None, default None
+        The seed of the estimator's random streams (episodes, initial weights, MC samples).
+    device : str or torch.device, default "cpu"
+        Where torch computes.
+    **kwargs
+        The class's ``defaults`` keys and ``EpisodicMethod.defaults``' keys.
     """
     defaults = {
         **EpisodicMethod.defaults,
@@ -57,7 +68,25 @@ class MAML(EpisodicMethod):
             dim = backbone(torch.zeros(2, image_size, image_size, device="cpu")).shape[-1]
         return ConvClassifier(backbone, dim, n_way)
 
-    def adapt(self, model, episode: Episode, steps: int, create_graph: bool) -> dict:
+    def adapt(self, model: ConvClassifier, episode: Episode, steps: int, create_graph: bool) -> dict:
+        """The inner loop: SGD on the support set's cross-entropy from the model's weights.
+
+        Parameters
+        ----------
+        model : ConvClassifier
+            The meta-learned initialisation.
+        episode : Episode
+            The episode whose support set the steps use.
+        steps : int
+            SGD steps of learning rate ``inner_lr``.
+        create_graph : bool
+            Keep the graph for second-order meta-gradients (otherwise the gradients are detached).
+
+        Returns
+        -------
+        dict
+            The adapted weights, {parameter name: tensor}.
+        """
         params = dict(model.named_parameters())
         for _ in range(steps):
             logits = functional_call(model, params, (episode.support_x,))
@@ -71,7 +100,7 @@ class MAML(EpisodicMethod):
             }
         return params
 
-    def episode_loss(self, model, episode: Episode, generator) -> torch.Tensor:
+    def episode_loss(self, model: ConvClassifier, episode: Episode, generator: torch.Generator) -> torch.Tensor:
         first_order = bool(self.params["first_order"])
         params = self.adapt(
             model, episode, int(self.params["inner_steps_train"]), create_graph=not first_order
@@ -84,7 +113,7 @@ class MAML(EpisodicMethod):
         logits = functional_call(model, params, (episode.query_x,))
         return F.cross_entropy(logits, episode.query_y)
 
-    def logit_samples(self, model, episode: Episode, generator) -> torch.Tensor:
+    def logit_samples(self, model: ConvClassifier, episode: Episode, generator: torch.Generator) -> torch.Tensor:
         model.train()  # batch statistics, as in training (transductive BN, the MAML convention)
         with torch.enable_grad():
             params = self.adapt(model, episode, int(self.params["inner_steps_test"]), create_graph=False)

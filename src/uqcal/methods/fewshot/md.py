@@ -8,6 +8,8 @@ ascent on the ELBO (the paper's "vanilla" comparison, Sec. 4.3).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -58,6 +60,17 @@ class MirrorDescentGP(EpisodicMethod):
         >>> prediction = model.predict(X_support, y_support, rng.random((5, 28, 28)))
         >>> prediction.probs.shape, prediction.classes.tolist()
         ((5, 3), [10, 11, 12])
+
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    random_state : int, numpy.random.Generator or None, default None
+        The seed of the estimator's random streams (episodes, initial weights, MC samples).
+    device : str or torch.device, default "cpu"
+        Where torch computes.
+    **kwargs
+        The class's ``defaults`` keys and ``EpisodicMethod.defaults``' keys.
     """
     batch_backbone = True  # logit_samples reads the images through model.backbone only
     defaults = {
@@ -106,8 +119,32 @@ class MirrorDescentGP(EpisodicMethod):
         n = int(self.params["n_mc_samples_full" if full else "n_mc_samples"])
         return softmax_expectations_fn(onehot, self.params["sampling"], n, self.counter, generator)
 
-    def fit_support(self, kernel, onehot, steps, step_size, generator, create_graph):
-        """Inner loop on the support kernel; returns a fitted state for `predictive` and its ELBO."""
+    def fit_support(self, kernel: torch.Tensor, onehot: torch.Tensor, steps: int, step_size: float,
+                    generator: torch.Generator | None,
+                    create_graph: bool) -> tuple[tuple, Callable[[], torch.Tensor]]:
+        """Inner loop on the support kernel; returns a fitted state for `predictive` and its ELBO.
+
+        Parameters
+        ----------
+        kernel : torch.Tensor of shape (C, N, N)
+            The class kernels on the support points.
+        onehot : torch.Tensor of shape (C, N)
+            The support labels, one-hot per class.
+        steps : int
+            Inner-loop steps.
+        step_size : float
+            rho of Eq. 4 (MD) or the GD step.
+        generator : torch.Generator or None
+            The MC samples' stream.
+        create_graph : bool
+            Keep the graph through the inner loop (``gd`` only).
+
+        Returns
+        -------
+        tuple of (tuple, callable)
+            The fitted state, ``("md", posterior)`` or ``("gd", (kernel_chol, mean, tril))``, and a function that
+            evaluates its ELBO (Eq. 9).
+        """
         n_mc = int(self.params["n_mc_samples"])
         if self.params["inference"] == "md":
             post = run_mirror_descent(
@@ -121,7 +158,7 @@ class MirrorDescentGP(EpisodicMethod):
             kernel_chol, mean, tril, onehot, n_mc, generator
         )
 
-    def episode_loss(self, model: DeepKernelGP, episode: Episode, generator) -> torch.Tensor:
+    def episode_loss(self, model: DeepKernelGP, episode: Episode, generator: torch.Generator) -> torch.Tensor:
         # Training fits the GP to the whole episode (support + 16 queries a class), as DKT/CDKT do.
         images = torch.cat([episode.support_x, episode.query_x])
         labels = torch.cat([episode.support_y, episode.query_y])
@@ -143,7 +180,7 @@ class MirrorDescentGP(EpisodicMethod):
         k_qq = model.kernels(query, diag=True)
         return kernel, k_sq, k_qq
 
-    def logit_samples(self, model: DeepKernelGP, episode: Episode, generator) -> torch.Tensor:
+    def logit_samples(self, model: DeepKernelGP, episode: Episode, generator: torch.Generator) -> torch.Tensor:
         kernel, k_sq, k_qq = self._test_inputs(model, episode)
         onehot = F.one_hot(episode.support_y, episode.n_way).T.to(kernel.dtype)
         return self._fit_and_sample(kernel, k_sq, k_qq, onehot, generator)
@@ -168,7 +205,22 @@ class MirrorDescentGP(EpisodicMethod):
         """ELBO per inner step, fixed kernel, same initial q (the prior), same step size: MD; ``gd``, the
         authors' vanilla GD on (m, Sigma) (their `GradientDescentELBO`; its curve ends early where Sigma
         stops being positive definite); ``gd_whitened``, Euclidean GD in whitened coordinates (ours: a GD
-        baseline that stays stable on near-singular kernels)."""
+        baseline that stays stable on near-singular kernels).
+
+        Parameters
+        ----------
+        kernel : torch.Tensor of shape (C, N, N)
+            The class kernels on the support points.
+        onehot : torch.Tensor of shape (C, N)
+            The support labels, one-hot per class.
+        seed : int
+            The seed of the common random numbers.
+
+        Returns
+        -------
+        dict of str to list
+            ``md``, ``gd`` and ``gd_whitened``: the ELBO after each inner step (step 0 first).
+        """
         rho, steps = float(self.params["convergence_rho"]), int(self.params["convergence_steps"])
         n_mc, n_inner = int(self.params["convergence_mc_samples"]), int(self.params["n_mc_samples"])
         curves: dict[str, list] = {"md": [], "gd": [], "gd_whitened": []}
@@ -197,7 +249,23 @@ class MirrorDescentGP(EpisodicMethod):
         run_gradient_descent(kernel, onehot, steps, rho, n_inner, self.counter, gen, callback=record_whitened)
         return curves
 
-    def inner_loop_curves(self, model: DeepKernelGP, episodes, seed: int):
+    def inner_loop_curves(self, model: DeepKernelGP, episodes: Sequence[Episode], seed: int) -> dict[str, list]:
+        """``elbo_curves`` on each episode's support kernel.
+
+        Parameters
+        ----------
+        model : DeepKernelGP
+            The meta-trained model.
+        episodes : sequence of Episode
+            The episodes whose support kernels the curves run on.
+        seed : int
+            The seed of the common random numbers.
+
+        Returns
+        -------
+        dict of str to list
+            ``md``, ``gd`` and ``gd_whitened``: one ELBO curve per episode (``elbo_curves``).
+        """
         curves: dict[str, list] = {"md": [], "gd": [], "gd_whitened": []}
         model.eval()
         for episode in episodes:
@@ -209,9 +277,22 @@ class MirrorDescentGP(EpisodicMethod):
                 curves[name].append(curve)
         return curves
 
-    def extra_stats(self, model, validation) -> dict:
+    def extra_stats(self, model: DeepKernelGP, validation: Sequence[Episode]) -> dict:
         """Sec. 4.3's inner-loop ELBO curves (MD against GD) on the first ``n_convergence_episodes`` validation
-        episodes."""
+        episodes.
+
+        Parameters
+        ----------
+        model : DeepKernelGP
+            The meta-trained model.
+        validation : sequence of Episode
+            The validation episodes.
+
+        Returns
+        -------
+        dict
+            ``inner_elbo_curves`` (``inner_loop_curves``), or empty with ``inference="gd"`` or no convergence episodes.
+        """
         if self.params["inference"] != "md" or int(self.params["n_convergence_episodes"]) <= 0:
             return {}
         episodes = validation[: int(self.params["n_convergence_episodes"])]

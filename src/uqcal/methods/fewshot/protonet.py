@@ -30,6 +30,17 @@ class ProtoNet(EpisodicMethod):
         >>> prediction = model.predict(X_support, y_support, rng.random((5, 28, 28)))
         >>> prediction.probs.shape, prediction.classes.tolist()
         ((5, 3), [10, 11, 12])
+
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    random_state : int, numpy.random.Generator or None, default None
+        The seed of the estimator's random streams (episodes, initial weights, MC samples).
+    device : str or torch.device, default "cpu"
+        Where torch computes.
+    **kwargs
+        The class's ``defaults`` keys and ``EpisodicMethod.defaults``' keys.
     """
     defaults = dict(EpisodicMethod.defaults)
 
@@ -41,11 +52,23 @@ class ProtoNet(EpisodicMethod):
             model(episode.support_x), episode.support_y, model(episode.query_x), episode.n_way
         )
 
-    def episode_loss(self, model, episode: Episode, generator) -> torch.Tensor:
+    def episode_loss(self, model: nn.Module, episode: Episode, generator: torch.Generator) -> torch.Tensor:
         return F.cross_entropy(self._logits(model, episode), episode.query_y)
 
-    def head_model(self, model) -> tuple[nn.Module, nn.Module]:
+    def head_model(self, model: nn.Module) -> tuple[nn.Module, nn.Module]:
+        """The backbone and the head: the model is the backbone.
+
+        Parameters
+        ----------
+        model : torch.nn.Module
+            The backbone (ProtoNet's whole model).
+
+        Returns
+        -------
+        tuple of torch.nn.Module
+            The backbone and an identity head: the prototypes are computed from the features.
+        """
         return model, nn.Identity()  # the model is the backbone; the prototypes are the head
 
-    def logit_samples(self, model, episode: Episode, generator) -> torch.Tensor:
+    def logit_samples(self, model: nn.Module, episode: Episode, generator: torch.Generator) -> torch.Tensor:
         return self._logits(model, episode).unsqueeze(0)

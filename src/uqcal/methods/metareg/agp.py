@@ -30,6 +30,19 @@ class AGP(MetaRegMethod):
     ``lr``) on at most ``n_pool_max`` rows of the pooled meta-training data, then conditioned on each task's
     support set (FITC).
 
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    random_state : int, numpy.random.Generator or None, default None
+        The seed of the estimator's random streams (task subset, initial weights, episodes).
+    device : str or torch.device, default "cpu"
+        Where torch computes.
+    **kwargs
+        ``n_inducing``, ``n_pool_max``, ``iterations``, ``lr``, ``max_train_tasks``.
+
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.metareg import AGP
     >>> rng = np.random.default_rng(0)
@@ -88,7 +101,19 @@ class AGP(MetaRegMethod):
         mean, var = batched_gp_posterior(K_ss, K_sq, k_qq, episodes.ys, constant, constant)
         return {"mean": mean, "std": var.sqrt()}
 
-    def extra_stats(self, model) -> dict:
+    def extra_stats(self, model: _SparseGP) -> dict:
+        """The fitted noise variance and output scale.
+
+        Parameters
+        ----------
+        model : _SparseGP
+            The fitted SGPR.
+
+        Returns
+        -------
+        dict
+            ``noise`` and ``outputscale`` (floats, standardised units).
+        """
         return {
             "noise": float(model.likelihood.noise.squeeze().detach()),
             "outputscale": float(model.base_kernel.outputscale.squeeze()),

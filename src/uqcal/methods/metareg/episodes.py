@@ -10,7 +10,9 @@ import copy
 import logging
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -20,6 +22,9 @@ from uqcal.methods.api import ParameterError, RunContext, Runtime
 from uqcal.methods.estimator import Method
 from uqcal.methods.metareg.predictive import from_standardised
 from uqcal.methods.metareg.tasks import choose_tasks, features, load_arrays, predictions_frame, split_arrays, targets
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 
 def feedforward(
@@ -62,10 +67,32 @@ class EpisodeData:
     meta-training tasks' statistics (no peeking at validation or test tasks; docs/metareg.md).
 
     ``EpisodeData(X, y, task, split)`` builds it from a split file's contract (tests, benchmarks; it also holds
-    the ``test`` episodes); ``EpisodeData.from_tasks`` from arrays (what ``fit`` uses)."""
+    the ``test`` episodes); ``EpisodeData.from_tasks`` from arrays (what ``fit`` uses).
 
-    def __init__(self, X, y, task, split: dict, max_train_tasks: int | None = None, rng=None, device="cpu",
-                 dtype=torch.float64):
+    Parameters
+    ----------
+    X : array_like of shape (N, D)
+        Features of every row, original units.
+    y : array_like of shape (N,)
+        Targets of every row, original units.
+    task : array_like of shape (N,)
+        The task of each row.
+    split : dict
+        A metareg split file's contract: the meta-training tasks, the validation and test episodes and their
+        support and query sizes.
+    max_train_tasks : int or None, default None
+        Keep a random subset of this many meta-training tasks (Fig. 5); None keeps all.
+    rng : numpy.random.Generator or None, default None
+        The draw of that subset (None: seed 0).
+    device : str or torch.device, default "cpu"
+        Where the tensors live.
+    dtype : torch.dtype, default torch.float64
+        The tensors' floating type.
+    """
+
+    def __init__(self, X: ArrayLike, y: ArrayLike, task: ArrayLike, split: dict, max_train_tasks: int | None = None,
+                 rng: np.random.Generator | None = None, device: str | torch.device = "cpu",
+                 dtype: torch.dtype = torch.float64):
         arrays = split_arrays(X, y, task, split)
         keep = choose_tasks(len(arrays["tasks"]), max_train_tasks, rng)
         self._build([arrays["tasks"][i] for i in keep], arrays["validation"], arrays["n_support"],
@@ -119,17 +146,52 @@ class EpisodeData:
         self.pooled_X, self.pooled_y = X_train, y_train
         self.val = self.episodes(validation) if validation else None
 
-    def standardise_x(self, X) -> np.ndarray:
+    def standardise_x(self, X: np.ndarray) -> np.ndarray:
+        """Features standardised with the meta-training tasks' statistics.
+
+        Parameters
+        ----------
+        X : numpy.ndarray of shape (..., D)
+            Features, original units.
+
+        Returns
+        -------
+        numpy.ndarray
+            (X - x_mean) / x_std per column, of X's shape.
+        """
         return (X - self.x_mean) / self.x_std
 
-    def standardise_y(self, y) -> np.ndarray:
+    def standardise_y(self, y: np.ndarray) -> np.ndarray:
+        """Targets standardised with the meta-training tasks' statistics.
+
+        Parameters
+        ----------
+        y : numpy.ndarray
+            Targets, original units.
+
+        Returns
+        -------
+        numpy.ndarray
+            (y - y_mean) / y_std, of y's shape.
+        """
         return (y - self.y_mean) / self.y_std
 
     def _tensor(self, array) -> torch.Tensor:
         return torch.as_tensor(np.asarray(array), dtype=self.dtype, device=self.device)
 
-    def episodes(self, listing) -> Episodes:
-        """[(X_support, y_support, X_query[, y_query])] of equal sizes, original units -> standardised Episodes."""
+    def episodes(self, listing: Sequence[tuple]) -> Episodes:
+        """[(X_support, y_support, X_query[, y_query])] of equal sizes, original units -> standardised Episodes.
+
+        Parameters
+        ----------
+        listing : sequence of tuple
+            Episodes ``(X_support (S, D), y_support (S,), X_query (Q, D)[, y_query (Q,)])``, all of one S and Q.
+
+        Returns
+        -------
+        Episodes
+            The batch, standardised, leading dimension = episode (``yq`` None without query targets).
+        """
         if not listing:
             raise ValueError("metareg: an empty episode list")
         columns = list(zip(*listing, strict=True))
@@ -140,8 +202,23 @@ class EpisodeData:
             if len(columns) > 3 else None
         return Episodes(self._tensor(xs), self._tensor(ys), self._tensor(xq), None if yq is None else self._tensor(yq))
 
-    def sample(self, task_index: torch.Tensor, n_support: int, n_query: int, generator) -> Episodes:
-        """Alg. 1 lines 3-4 for a batch of tasks at once: disjoint random support/query sets per task."""
+    def sample(self, task_index: torch.Tensor, n_support: int, n_query: int, generator: torch.Generator) -> Episodes:
+        """Alg. 1 lines 3-4 for a batch of tasks at once: disjoint random support/query sets per task.
+
+        Parameters
+        ----------
+        task_index : torch.Tensor of shape (B,)
+            The meta-training tasks of the batch (indices, may repeat).
+        n_support, n_query : int
+            N_S and N_Q.
+        generator : torch.Generator
+            A CPU generator of the draws.
+
+        Returns
+        -------
+        Episodes
+            B episodes, support (B, N_S) and query (B, N_Q) rows of each task, standardised.
+        """
         counts = self.train_counts[task_index]
         width = self.train_X.shape[1]
         keys = torch.rand(len(task_index), width, generator=generator, dtype=torch.float64).to(self.device)
@@ -156,7 +233,13 @@ class EpisodeData:
         return Episodes(X[:, :n_support], y[:, :n_support], X[:, n_support:], y[:, n_support:])
 
     def pooled(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The meta-training tasks' rows, concatenated in task order (standardised)."""
+        """The meta-training tasks' rows, concatenated in task order (standardised).
+
+        Returns
+        -------
+        tuple of torch.Tensor
+            Features (N, D) and targets (N,).
+        """
         return self._tensor(self.standardise_x(self.pooled_X)), self._tensor(self.standardise_y(self.pooled_y))
 
 
@@ -362,7 +445,9 @@ class MetaRegMethod(Method):
     # Set by ``train``: where an interrupted pipeline run's meta-training resumes (uqcal.core.resume).
     checkpoint = None
 
-    def __init__(self, params=None, /, *, random_state=None, device="cpu", **kwargs):
+    def __init__(self, params: dict[str, Any] | None = None, /, *,
+                 random_state: int | np.random.Generator | np.random.RandomState | None = None,
+                 device: str | torch.device = "cpu", **kwargs):
         super().__init__(params, random_state=random_state, device=device, **kwargs)
         for key, allowed in self.choices.items():
             if self.params[key] not in allowed:
@@ -425,7 +510,19 @@ class MetaRegMethod(Method):
         host = {k: v.detach().cpu().numpy() if torch.is_tensor(v) else v for k, v in outputs.items()}
         return from_standardised(host, y_mean, y_std)
 
-    def extra_stats(self, model) -> dict:
+    def extra_stats(self, model: object) -> dict:
+        """Fitted quantities of ``model`` worth recording (learned noise, scales, ...).
+
+        Parameters
+        ----------
+        model : object
+            The meta-trained model (``model_``).
+
+        Returns
+        -------
+        dict
+            Statistic name to value, added to the run's train_stats (none by default).
+        """
         return {}
 
     def _hooks(self) -> FitHooks:
@@ -469,10 +566,35 @@ class EpisodicMetaMethod(MetaRegMethod):
     }
 
     def build(self, data: EpisodeData) -> nn.Module:
+        """The method's model, before meta-training.
+
+        Parameters
+        ----------
+        data : EpisodeData
+            The meta-training data (its number of features sizes the networks).
+
+        Returns
+        -------
+        torch.nn.Module
+            The untrained model.
+        """
         raise NotImplementedError
 
-    def episode_losses(self, model, episodes: Episodes) -> torch.Tensor:
-        """The training loss of each episode of the batch, shape (B,)."""
+    def episode_losses(self, model: nn.Module, episodes: Episodes) -> torch.Tensor:
+        """The training loss of each episode of the batch, shape (B,).
+
+        Parameters
+        ----------
+        model : torch.nn.Module
+            The model ``build`` made.
+        episodes : Episodes
+            A batch of B standardised episodes with query targets.
+
+        Returns
+        -------
+        torch.Tensor of shape (B,)
+            The loss of each episode (differentiable in the model's parameters).
+        """
         raise NotImplementedError
 
     def loss(self, model, episodes: Episodes) -> torch.Tensor:

@@ -41,6 +41,25 @@ class DeepKernelGP(nn.Module):
     plus the task-shared calibration parameters sigma^2 (Eq. 7) and alpha (Eq. 9).
 
     Constrained parameters: beta, sigma^2, s = softplus(raw) (> 0); alpha = sigmoid(raw) (in (0, 1)).
+
+    Parameters
+    ----------
+    in_dim : int
+        The number of features D.
+    hidden : int, default 32
+        Hidden (and embedding) units of the networks.
+    kernel_net : bool, default True
+        The encoder g of Eq. (3); False: ARD-scaled raw inputs.
+    mean_net : bool, default True
+        A neural mean mu; False: a learned constant.
+    learn_outputscale : bool, default False
+        Learn s (Eq. 3 has s = 1).
+    encoder_layers, mean_layers : int, default 3 and 4
+        Layers of g and mu (Sec. 5.3).
+    init_beta, init_sigma2, init_alpha : float, default 0.1, 0.01 and 0.5
+        Initial beta, sigma^2 and alpha.
+    mix : "learned" or float, default "learned"
+        alpha of Eq. (9): learned, or fixed at this value in [0, 1].
     """
 
     def __init__(
@@ -95,23 +114,65 @@ class DeepKernelGP(nn.Module):
             return torch.ones((), dtype=self.raw_beta.dtype, device=self.raw_beta.device)
         return F.softplus(self.raw_outputscale)
 
-    def embed(self, x):
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """The kernel's input map g(x) (Eq. 3).
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (..., D)
+            Standardised features.
+
+        Returns
+        -------
+        torch.Tensor
+            g(x), (..., hidden); without the encoder x / lengthscale, (..., D).
+        """
         if self.encoder is not None:
             return self.encoder(x)
         return x / (F.softplus(self.raw_lengthscale) + 1e-6)
 
-    def prior_mean(self, x):
+    def prior_mean(self, x: torch.Tensor) -> torch.Tensor:
+        """The GP's prior mean mu(x).
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (..., D)
+            Standardised features.
+
+        Returns
+        -------
+        torch.Tensor of shape (...)
+            mu(x), standardised target units.
+        """
         if self.mean_fn is not None:
             return self.mean_fn(x).squeeze(-1)
         return self.constant_mean.expand(x.shape[:-1])
 
-    def posterior(self, xs, ys, xq, also_at_support: bool = False):
+    def posterior(self, xs: torch.Tensor, ys: torch.Tensor, xq: torch.Tensor,
+                  also_at_support: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Eqs. (4)-(5) for every task of the batch at once: f (B, Q), v (B, Q) (v includes beta).
 
         Support and query inputs go through g and mu together (one pass each), and one kernel block
         k(support, support + query) gives both K and k. ``also_at_support`` appends the predictive at the
         support inputs themselves (columns Q..Q+S; the GMM centres of Eq. 7) from that same block, so the
         support rows go through the networks once, not twice.
+
+        Parameters
+        ----------
+        xs : torch.Tensor of shape (B, S, D)
+            Support features.
+        ys : torch.Tensor of shape (B, S)
+            Support targets (standardised).
+        xq : torch.Tensor of shape (B, Q, D)
+            Query features.
+        also_at_support : bool, default False
+            Append the predictive at the support inputs.
+
+        Returns
+        -------
+        tuple of torch.Tensor
+            The predictive means f and variances v (beta included), (B, Q), or (B, Q + S) with
+            ``also_at_support``.
         """
         n_support = xs.shape[1]
         x_all = torch.cat([xs, xq], 1)
@@ -139,6 +200,20 @@ class MetaCal(EpisodicMetaMethod):
     fixed one in [0, 1]; ``split_support``: half the support set adapts, half calibrates; ``kernel_net`` /
     ``mean_net``: the encoder g and the neural mean (False: ARD inputs, a constant mean).
 
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    random_state : int, numpy.random.Generator or None, default None
+        The seed of the estimator's random streams (task subset, initial weights, episodes).
+    device : str or torch.device, default "cpu"
+        Where torch computes.
+    **kwargs
+        The class's ``defaults`` keys and ``EpisodicMetaMethod.defaults`` (``epochs``, ``lr``, ``batch_tasks``,
+        early stopping, ``max_train_tasks``, ``hidden``).
+
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.metareg import MetaCal
     >>> rng = np.random.default_rng(0)
@@ -189,8 +264,22 @@ class MetaCal(EpisodicMetaMethod):
         )
 
     # ---- the forward pass of Fig. 2 -------------------------------------------------------------------
-    def adapt(self, model: DeepKernelGP, episodes: Episodes):
-        """Returns f, v at the query points and the GMM centers (support CDF values, Eq. 7)."""
+    def adapt(self, model: DeepKernelGP, episodes: Episodes) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Returns f, v at the query points and the GMM centers (support CDF values, Eq. 7).
+
+        Parameters
+        ----------
+        model : DeepKernelGP
+            The meta-trained GP.
+        episodes : Episodes
+            B standardised episodes (with ``split_support``, the support's second half calibrates).
+
+        Returns
+        -------
+        tuple of torch.Tensor
+            f and v (B, Q) (Eqs. 4-5), and the centres u_n = Phi((y_n - f_n) / sqrt(v_n)) of the calibration
+            points (B, S or S / 2; Eq. 6), None with ``calibration="none"``.
+        """
         xs, ys, xq = episodes.xs, episodes.ys, episodes.xq
         if self.params["split_support"]:
             half = xs.shape[1] // 2
@@ -212,12 +301,27 @@ class MetaCal(EpisodicMetaMethod):
         centers = torch.special.ndtr((yc - f_all[:, n_query:]) / v_all[:, n_query:].sqrt())  # Eq. (6)
         return f, v, centers
 
-    def calibrated_cdf(self, model, u, centers):
-        """Eq. (9) applied to uncalibrated CDF values u (B, M)."""
+    def calibrated_cdf(self, model: DeepKernelGP, u: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
+        """Eq. (9) applied to uncalibrated CDF values u (B, M).
+
+        Parameters
+        ----------
+        model : DeepKernelGP
+            Holds sigma (Eq. 7) and alpha (Eq. 9).
+        u : torch.Tensor of shape (B, M)
+            Uncalibrated CDF values in [0, 1].
+        centers : torch.Tensor of shape (B, S)
+            The GMM centres of each task (``adapt``).
+
+        Returns
+        -------
+        torch.Tensor of shape (B, M)
+            The calibrated CDF values h(u).
+        """
         p = self.params
         return mixed_map(u, centers, model.sigma, model.alpha, p["calibration"], p["normalise_r"])
 
-    def episode_losses(self, model, episodes: Episodes):
+    def episode_losses(self, model: DeepKernelGP, episodes: Episodes) -> torch.Tensor:
         f, v, centers = self.adapt(model, episodes)
         if self.params["objective"] == "nll":
             return gaussian_nll_per_episode(episodes.yq, f, v)
@@ -272,7 +376,19 @@ class MetaCal(EpisodicMetaMethod):
 
         return cdf_map, inverse_map, density_map
 
-    def extra_stats(self, model) -> dict:
+    def extra_stats(self, model: DeepKernelGP) -> dict:
+        """The learned task-shared parameters.
+
+        Parameters
+        ----------
+        model : DeepKernelGP
+            The meta-trained GP.
+
+        Returns
+        -------
+        dict
+            ``beta``, ``sigma2``, ``alpha`` and, when learned, ``outputscale`` (floats).
+        """
         stats = {"beta": model.beta.item(), "sigma2": model.sigma.item() ** 2, "alpha": model.alpha.item()}
         if model.raw_outputscale is not None:
             stats["outputscale"] = model.outputscale.item()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Callable
 
 import torch
 from torch.func import functional_call, stack_module_state, vmap
@@ -56,6 +57,20 @@ class SingleTaskNet(MetaRegMethod):
     of learning rate ``lr`` on the full support set; ``hidden`` units and ``layers`` layers; ``dropout`` and
     ``mc_samples`` for bd.
 
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    random_state : int, numpy.random.Generator or None, default None
+        The seed of the estimator's random streams (task subset, initial weights, episodes).
+    device : str or torch.device, default "cpu"
+        Where torch computes.
+    **kwargs
+        ``head`` (sqr | ng | bd), ``hidden``, ``layers``, ``dropout``, ``mc_samples``, ``epochs``, ``lr``,
+        ``max_train_tasks``.
+
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.metareg import SingleTaskNet
     >>> rng = np.random.default_rng(0)
@@ -101,6 +116,21 @@ class MamlNet(EpisodicMetaMethod):
     ``inner_steps`` SGD steps of learning rate ``inner_lr`` on its support set (Sec. 5.2: 5 steps of 1e-2).
     ``head`` as SingleTaskNet's; ``first_order`` drops the second-order terms of the meta-gradient.
 
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    random_state : int, numpy.random.Generator or None, default None
+        The seed of the estimator's random streams (task subset, initial weights, episodes).
+    device : str or torch.device, default "cpu"
+        Where torch computes.
+    **kwargs
+        ``head`` (sqr | ng | bd), ``hidden``, ``layers``, ``dropout``, ``mc_samples``, ``epochs``, ``lr``,
+        ``max_train_tasks``, ``inner_lr``, ``inner_steps``, ``first_order`` and
+        ``EpisodicMetaMethod.defaults``' early stopping and ``batch_tasks``.
+
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.metareg import MamlNet
     >>> rng = np.random.default_rng(0)
@@ -121,12 +151,29 @@ class MamlNet(EpisodicMetaMethod):
     }
     choices = {"head": HEADS}
 
-    def build(self, data):
+    def build(self, data: EpisodeData) -> MamlModule:
         self._head = make_head(self.params["head"], self.params["dropout"], self.params["mc_samples"])
         return MamlModule(_network(self._head, data, self.params))
 
-    def adapt(self, model: MamlModule, episodes: Episodes, create_graph: bool):
-        """The inner loop for all tasks of the batch: per-task fast weights (B, ...) from the shared init."""
+    def adapt(self, model: MamlModule, episodes: Episodes,
+              create_graph: bool) -> tuple[dict[str, torch.Tensor], Callable, Callable]:
+        """The inner loop for all tasks of the batch: per-task fast weights (B, ...) from the shared init.
+
+        Parameters
+        ----------
+        model : MamlModule
+            The meta-learned initialisation.
+        episodes : Episodes
+            B standardised episodes; ``inner_steps`` SGD steps on each support set.
+        create_graph : bool
+            Keep the inner loop's graph for second-order meta-gradients.
+
+        Returns
+        -------
+        tuple of (dict, callable, callable)
+            The fast weights {name: (B, ...) tensor}, and the vmapped per-task loss and raw prediction as
+            functions of (weights, x[, y]).
+        """
         p = self.params
         model.net.train(self._head.name == "bd")
         batched_loss, batched_raw = _task_fns(model.net, self._head)
@@ -139,7 +186,7 @@ class MamlNet(EpisodicMetaMethod):
                 fast = {k: v - p["inner_lr"] * g for (k, v), g in zip(fast.items(), grads, strict=False)}
         return fast, batched_loss, batched_raw
 
-    def episode_losses(self, model, episodes):
+    def episode_losses(self, model: MamlModule, episodes: Episodes) -> torch.Tensor:
         create_graph = torch.is_grad_enabled() and model.training and not self.params["first_order"]
         fast, batched_loss, _ = self.adapt(model, episodes, create_graph)
         return batched_loss(fast, episodes.xq, episodes.yq)
@@ -156,6 +203,20 @@ class PooledNet(MetaRegMethod):
     support set is not used). Minibatch Adam (``batch_size`` rows, ``epochs`` passes); early stopping on the
     meta-validation episodes' query points, when ``fit`` is given them. ``head`` as SingleTaskNet's.
 
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    random_state : int, numpy.random.Generator or None, default None
+        The seed of the estimator's random streams (task subset, initial weights, episodes).
+    device : str or torch.device, default "cpu"
+        Where torch computes.
+    **kwargs
+        ``head`` (sqr | ng | bd), ``hidden``, ``layers``, ``dropout``, ``mc_samples``, ``epochs``, ``lr``,
+        ``max_train_tasks``, ``batch_size`` and early stopping (``eval_every``, ``patience``).
+
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.metareg import PooledNet
     >>> rng = np.random.default_rng(0)

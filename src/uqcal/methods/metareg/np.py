@@ -8,7 +8,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from uqcal.methods.metareg.episodes import EpisodicMetaMethod, feedforward, gaussian_nll_per_episode
+from uqcal.methods.metareg.episodes import (
+    EpisodeData,
+    Episodes,
+    EpisodicMetaMethod,
+    feedforward,
+    gaussian_nll_per_episode,
+)
 
 
 class ConditionalNP(nn.Module):
@@ -28,6 +34,20 @@ class NeuralProcess(EpisodicMetaMethod):
     ``hidden`` units) conditions a decoder (``decoder_layers`` layers) of a Gaussian mean and std per query point.
     Meta-trained by ``meta_train`` (``epochs``, ``lr``, ``batch_tasks`` tasks a step, early stopping).
 
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    random_state : int, numpy.random.Generator or None, default None
+        The seed of the estimator's random streams (task subset, initial weights, episodes).
+    device : str or torch.device, default "cpu"
+        Where torch computes.
+    **kwargs
+        ``encoder_layers``, ``decoder_layers`` and ``EpisodicMetaMethod.defaults`` (``epochs``, ``lr``,
+        ``batch_tasks``, early stopping, ``hidden``).
+
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.metareg import NeuralProcess
     >>> rng = np.random.default_rng(0)
@@ -40,7 +60,7 @@ class NeuralProcess(EpisodicMetaMethod):
 
     defaults = {**EpisodicMetaMethod.defaults, "encoder_layers": 3, "decoder_layers": 4}
 
-    def build(self, data):
+    def build(self, data: EpisodeData) -> ConditionalNP:
         return ConditionalNP(
             data.n_features,
             self.params["hidden"],
@@ -48,7 +68,7 @@ class NeuralProcess(EpisodicMetaMethod):
             self.params["decoder_layers"],
         )
 
-    def episode_losses(self, model, episodes):
+    def episode_losses(self, model: ConditionalNP, episodes: Episodes) -> torch.Tensor:
         mean, std = model(episodes.xs, episodes.ys, episodes.xq)
         return gaussian_nll_per_episode(episodes.yq, mean, std**2)
 

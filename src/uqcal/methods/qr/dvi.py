@@ -14,6 +14,17 @@ class DropoutVI(GaussianNetMethod):
     ``GaussianNetMethod.defaults`` (``epochs``, ``mc_samples``, ``lam``, ...), ``fit(X, y)`` / ``predict(X)`` ->
     ``GaussianPredictive`` in y's units.
 
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    **kwargs
+        ``GaussianNetMethod.defaults`` keys (``hidden``, ``depth``, ``epochs``, ``lr``, ``dropout``,
+        ``mc_samples``, ``n_members``, ``lam``, ``calibration_fraction``, ...), plus ``random_state`` and
+        ``device`` as ``Method`` takes them.
+
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.qr import DropoutVI
     >>> rng = np.random.default_rng(0)

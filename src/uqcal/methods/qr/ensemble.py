@@ -21,6 +21,17 @@ class DeepEnsemble(GaussianNetMethod):
     """``n_members`` heteroscedastic nets pooled as one Gaussian (``lam`` > 0: quantile regularised); parameters
     as ``GaussianNetMethod.defaults``, ``fit(X, y)`` / ``predict(X)`` -> ``GaussianPredictive`` in y's units.
 
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    **kwargs
+        ``GaussianNetMethod.defaults`` keys (``hidden``, ``depth``, ``epochs``, ``lr``, ``dropout``,
+        ``mc_samples``, ``n_members``, ``lam``, ``calibration_fraction``, ...), plus ``random_state`` and
+        ``device`` as ``Method`` takes them.
+
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.qr import DeepEnsemble
     >>> rng = np.random.default_rng(0)

@@ -102,6 +102,21 @@ class QuantileRegularizer:
 
     ``penalty(pit)`` returns -lam * H for models with other predictive CDFs; ``loss(y, mean, std)`` adds
     the Gaussian NLL. lam = 0 gives back the plain likelihood (the entropy is not even computed).
+
+    Parameters
+    ----------
+    lam : float
+        The weight lambda >= 0 of the entropy (Eq. 7).
+    k : int or None, default None
+        The spacing of the Vasicek estimate; None: round(k_multiplier sqrt(n)) per batch.
+    k_multiplier : float, default 1.0
+        t in k = t sqrt(n) (App. C.4).
+    sort : {"hard", "neuralsort"}, default "hard"
+        torch.sort, or the authors' NeuralSort relaxation.
+    tau : float, default 1e-3
+        NeuralSort's temperature.
+    eps : float, default 1e-6
+        The floor of each spacing (a straight-through floor).
     """
 
     def __init__(
@@ -125,14 +140,52 @@ class QuantileRegularizer:
         self.eps = float(eps)
 
     def entropy(self, pit: torch.Tensor) -> torch.Tensor:
+        """The Vasicek sample-spacing entropy of the PIT values (``spacing_entropy``).
+
+        Parameters
+        ----------
+        pit : torch.Tensor of shape (n,)
+            PIT values F(y) of a batch, in [0, 1].
+
+        Returns
+        -------
+        torch.Tensor
+            The scalar entropy estimate H (``spacing_entropy``, QR Eq. 6).
+        """
         return spacing_entropy(pit, self.k, self.k_multiplier, self.sort, self.tau, self.eps)
 
     def penalty(self, pit: torch.Tensor) -> torch.Tensor:
+        """-lam H(PIT), the regulariser of Eq. 7 for any predictive CDF.
+
+        Parameters
+        ----------
+        pit : torch.Tensor of shape (n,)
+            PIT values F(y) of a batch, in [0, 1].
+
+        Returns
+        -------
+        torch.Tensor
+            The scalar -lam H; 0 when lam = 0 or the batch has fewer than 2 points.
+        """
         if self.lam == 0.0 or pit.shape[0] < 2:
             return pit.new_zeros(())
         return -self.lam * self.entropy(pit)
 
     def loss(self, y: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+        """NLL - lam H(PIT) of a Gaussian predictive (QR Eq. 7).
+
+        Parameters
+        ----------
+        y : torch.Tensor of shape (n,)
+            Targets.
+        mean, std : torch.Tensor of shape (n,)
+            The predicted Gaussian of each target (std > 0).
+
+        Returns
+        -------
+        torch.Tensor
+            The scalar mean Gaussian NLL plus ``penalty`` of the Gaussian PITs.
+        """
         return gaussian_nll(y, mean, std) + self.penalty(gaussian_pit(y, mean, std))
 
     def __call__(self, y: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:

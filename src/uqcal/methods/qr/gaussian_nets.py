@@ -26,7 +26,21 @@ ADVERSARIAL = ("none", "fgsm", "fgsm_authors")
 
 
 class HeteroscedasticMLP(nn.Module):
-    """depth x hidden ReLU layers (dropout after each), head -> (mu, sigma)."""
+    """depth x hidden ReLU layers (dropout after each), head -> (mu, sigma).
+
+    Parameters
+    ----------
+    in_dim : int
+        The number of input features d.
+    hidden : int, default 128
+        The width of each hidden layer.
+    depth : int, default 2
+        The number of hidden layers.
+    dropout : float, default 0.0
+        The dropout probability after each hidden layer (0: no dropout layers).
+    min_std : float, default 0.1
+        The floor of the predicted std: sigma = min_std + (1 - min_std) softplus(head), standardised units.
+    """
 
     def __init__(self, in_dim: int, hidden: int = 128, depth: int = 2, dropout: float = 0.0,
                  min_std: float = 0.1):
@@ -43,6 +57,18 @@ class HeteroscedasticMLP(nn.Module):
         self.min_std = min_std
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The Gaussian (mu, sigma) of each input row.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, in_dim)
+            Standardised inputs.
+
+        Returns
+        -------
+        tuple of torch.Tensor
+            The means mu and stds sigma (>= ``min_std``), each of shape (n,), in standardised target units.
+        """
         out = self.head(self.body(x))
         std = self.min_std + (1.0 - self.min_std) * nn.functional.softplus(out[:, 1])
         return out[:, 0], std
@@ -101,7 +127,30 @@ def minibatch_loss(net: HeteroscedasticMLP, xb: torch.Tensor, yb: torch.Tensor, 
 def train_member(net: HeteroscedasticMLP, X: torch.Tensor, y: torch.Tensor, params: dict,
                  regularizer: QuantileRegularizer, generator: torch.Generator,
                  fgsm_eps: torch.Tensor | None) -> dict:
-    """torch.optim.Adam on ``minibatch_loss`` over shuffled minibatches (a new order every epoch)."""
+    """torch.optim.Adam on ``minibatch_loss`` over shuffled minibatches (a new order every epoch).
+
+    Parameters
+    ----------
+    net : HeteroscedasticMLP
+        The member to train, in place.
+    X : torch.Tensor of shape (n, d)
+        Standardised training inputs.
+    y : torch.Tensor of shape (n,)
+        Standardised training targets.
+    params : dict
+        The estimator's parameters; ``lr``, ``batch_size``, ``epochs`` and ``adversarial`` are read.
+    regularizer : QuantileRegularizer
+        The loss NLL - lam H(PIT) (QR Eq. 7).
+    generator : torch.Generator
+        A CPU generator of the minibatch orders (the same order on any device).
+    fgsm_eps : torch.Tensor or None
+        The per-feature FGSM step for the adversarial variants; None without adversarial training.
+
+    Returns
+    -------
+    dict
+        ``nll`` and ``penalty`` (floats) of the last minibatch.
+    """
     optimiser = torch.optim.Adam(net.parameters(), lr=params["lr"])
     n, batch_size = X.shape[0], int(params["batch_size"])
     net.train()
@@ -132,6 +181,18 @@ def mixture_moments(means: np.ndarray, stds: np.ndarray, rule: str) -> tuple[np.
 
     'mixture': var = mean(sigma^2) + var(mu) (the law of total variance);
     'authors': var = mean(sigma)^2 + var(mu) (the authors' code; smaller by var(sigma)).
+
+    Parameters
+    ----------
+    means, stds : numpy.ndarray of shape (m, n)
+        The means and stds of m mixture components (passes or members) for n points.
+    rule : {"mixture", "authors"}
+        The variance rule above.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        The pooled mean and std, each of shape (n,).
     """
     if rule not in VARIANCE_RULES:
         raise ValueError(f"variance must be one of {VARIANCE_RULES}, got {rule!r}")

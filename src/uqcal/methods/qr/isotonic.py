@@ -13,6 +13,8 @@ separately), quantiles, ``crps`` (numerical) and ``mean`` = mu - delta * sigma (
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
@@ -21,6 +23,11 @@ from uqcal.core.predictive import GaussianPredictive, RecalibratedPredictive
 from uqcal.methods.api import RunContext
 from uqcal.methods.estimator import ProbabilisticRegressor
 from uqcal.methods.qr.isotonic_gaussian import StandardisedRecalibration, isotonic_knots
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from uqcal.methods.qr.gaussian_nets import GaussianNetMethod
 
 QUANTILE_LEVELS = (0.025, 0.05, 0.16, 0.84, 0.95, 0.975)
 FIT_ON = ("train", "calibration")
@@ -81,16 +88,24 @@ class _SavedBaseRun:
 class IsotonicRecalibrated(ProbabilisticRegressor):
     """A qr Gaussian model recalibrated by an isotonic map of its PITs (Kuleshov et al. 2018; QR Tables 4-5).
 
-    Parameters: ``fit_on`` (``"train"``: the PITs of the rows the base trained on, as the paper;
-    ``"calibration"``: of the part the base held out, ``calibration_fraction`` > 0), ``endpoint_fix`` (the
-    knot (1, 1) with levels i/(m+1): no truncated support, Sec. 3),
-    ``logpdf_floor`` (the floor of the log density, as the pipeline's predictions).
-    ``base``: a DropoutVI or DeepEnsemble, fitted or not.
-
     ``fit(X, y)``: X (n, d), y (n,); fits ``base`` on them unless it is fitted already (then X and y are not
     used), and fits the map on the PITs the base kept from its own fit. ``predict_proba(X)`` ->
     ``RecalibratedPredictive``: the base's Gaussian with its CDF composed with the map.
 
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    base : DropoutVI or DeepEnsemble, optional
+        The Gaussian model to recalibrate, fitted or not (None: the pipeline's ``train`` loads the base run).
+    **kwargs
+        ``fit_on`` (``"train"``: the PITs of the rows the base trained on, as the paper; ``"calibration"``: of
+        the part the base held out, ``calibration_fraction`` > 0), ``endpoint_fix`` (the knot (1, 1) with
+        levels i/(m+1): no truncated support, Sec. 3), ``logpdf_floor`` (the floor of the log density, as the
+        pipeline's predictions), ``random_state`` and ``device``.
+
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.qr import DeepEnsemble, IsotonicRecalibrated
     >>> rng = np.random.default_rng(0)
@@ -105,14 +120,14 @@ class IsotonicRecalibrated(ProbabilisticRegressor):
     defaults = {"fit_on": "train", "endpoint_fix": False, "logpdf_floor": -20.0}
     cpu_only = True  # numpy on the base run's saved PITs: its cluster job never asks for a GPU
 
-    def __init__(self, params: dict | None = None, /, *, base=None, **kwargs):
+    def __init__(self, params: dict | None = None, /, *, base: GaussianNetMethod | None = None, **kwargs):
         super().__init__(params, **kwargs)
         if self.params["fit_on"] not in FIT_ON:
             raise ValueError(f"{type(self).__name__}.fit_on: expected one of {list(FIT_ON)}, "
                              f"got {self.params['fit_on']!r}")
         self.base = base
 
-    def fit(self, X, y) -> IsotonicRecalibrated:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> IsotonicRecalibrated:
         """Fit ``base`` (a clone, unless it is fitted) and the isotonic map of its kept PITs.
 
         Parameters
@@ -144,7 +159,7 @@ class IsotonicRecalibrated(ProbabilisticRegressor):
         self.fitted_ = True
         return self
 
-    def predict_proba(self, X) -> RecalibratedPredictive:
+    def predict_proba(self, X: ArrayLike) -> RecalibratedPredictive:
         """The base's Gaussian with its CDF composed with the isotonic map.
 
         Parameters
@@ -159,6 +174,15 @@ class IsotonicRecalibrated(ProbabilisticRegressor):
         return self.recalibration_.recalibrate(self.base_.predict_proba(X), float(self.params["logpdf_floor"]))
 
     def train(self, ctx: RunContext) -> None:
+        """The pipeline's train job: recalibrate a saved base run's test predictions with the map fitted on its
+        kept PITs, and save them.
+
+        Parameters
+        ----------
+        ctx : RunContext
+            The run: its ``depends_dir`` is the base run (its saved PITs and test predictions), its data and split
+            give the training and test rows.
+        """
         if ctx.depends_dir is None:
             raise ValueError(f"qr method {ctx.method!r} needs depends_on: a base run to recalibrate")
         self.runtime = ctx.runtime
@@ -179,7 +203,21 @@ class IsotonicRecalibrated(ProbabilisticRegressor):
         knots = {"knots_u": self.recalibration_.u, "knots_r": self.recalibration_.r}
         ctx.save_outputs(frame, {**knots, "base_run": str(ctx.depends_dir)}, stats)
 
-    def evaluate(self, ctx: RunContext, predictions=None) -> dict[str, float]:
+    def evaluate(self, ctx: RunContext, predictions: pd.DataFrame | None = None) -> dict[str, float]:
+        """The qr family's metrics of the run (``uqcal.methods.qr.metrics.qr_metrics``).
+
+        Parameters
+        ----------
+        ctx : RunContext
+            The run whose predictions are scored.
+        predictions : pandas.DataFrame or None, optional
+            The run's prediction frame; None reads it from the run directory.
+
+        Returns
+        -------
+        dict of str to float
+            The family's metrics with ``nll`` (the NLPD), the names the QR tables print.
+        """
         from uqcal.methods.qr.metrics import qr_metrics
 
         return qr_metrics(super().evaluate, ctx, predictions)

@@ -13,6 +13,7 @@ predictions carry a homoscedastic Gaussian whose std is the RMSE of the network 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -24,6 +25,13 @@ from uqcal.core.nn import mlp
 from uqcal.core.predictive import GaussianPredictive
 from uqcal.methods.estimator import ProbabilisticRegressor
 from uqcal.methods.rio.holdout import apply_per_dataset, input_standardisation, load_holdout
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from numpy.typing import ArrayLike
+
+    from uqcal.methods.api import RunContext
 
 RMSPROP_ALPHA, RMSPROP_EPS = 0.9, 1e-7  # Keras RMSprop(0.001): rho 0.9, epsilon 1e-7
 
@@ -51,11 +59,48 @@ def train_network(
     batch_size: int = 32,
     restore_best: bool = False,
     seed: int = 0,
-    progress=None,
+    progress: Callable[..., Iterable[int]] | None = None,
     device: torch.device | str = "cpu",
 ) -> tuple[nn.Sequential, dict]:
     """Train the NN on standardised inputs and raw targets; returns the network (on ``device``) and training
-    facts. The weights are initialised on the CPU and then moved, so every device starts from the same net."""
+    facts. The weights are initialised on the CPU and then moved, so every device starts from the same net.
+
+    RMSprop (Keras' defaults) on the MSE over minibatches of the rows not held out, with Keras-style early
+    stopping on a held-out ``val_fraction`` of the rows (the authors' ``EarlyStopping(patience=10)``).
+
+    Parameters
+    ----------
+    x_train : numpy.ndarray of shape (n, d)
+        Standardised inputs.
+    y_train : numpy.ndarray of shape (n,)
+        Raw targets.
+    hidden, depth : int
+        The width and number of hidden ReLU layers.
+    lr : float
+        RMSprop's learning rate.
+    max_epochs : int
+        The most epochs.
+    patience : int
+        Epochs without a better validation MSE before stopping.
+    val_fraction : float
+        The share of rows held out for early stopping, in (0, 1).
+    batch_size : int
+        Rows per minibatch.
+    restore_best : bool
+        Restore the weights of the best validation epoch at the end (the authors keep the last ones).
+    seed : int
+        The seed of the split, the minibatch orders and the initial weights.
+    progress : callable or None
+        Wraps the epoch iterator (``progress(range, total, description)``), e.g. a progress bar; None: none.
+    device : torch.device or str
+        Where the network trains.
+
+    Returns
+    -------
+    tuple of (torch.nn.Sequential, dict)
+        The trained network (eval mode, on ``device``) and its facts: ``fit_seconds``, ``epochs``,
+        ``best_val_mse``, ``val_rmse`` (of the returned weights) and ``val_rows`` (the held-out row indices).
+    """
     if not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction={val_fraction}: must lie in (0, 1)")
     n = len(x_train)
@@ -111,7 +156,20 @@ def train_network(
 
 @torch.no_grad()
 def network_predict(net: nn.Module, x: np.ndarray) -> np.ndarray:
-    """The net's predictions at ``x``, computed on the device the net is on."""
+    """The net's predictions at ``x``, computed on the device the net is on.
+
+    Parameters
+    ----------
+    net : torch.nn.Module
+        A network with one output.
+    x : numpy.ndarray of shape (n, d)
+        Inputs in the units the network reads (standardised).
+
+    Returns
+    -------
+    numpy.ndarray of shape (n,)
+        The outputs as float64, in the targets' units.
+    """
     net.eval()
     device = next(net.parameters()).device
     return net(torch.as_tensor(x, dtype=torch.float32, device=device)).reshape(-1).double().cpu().numpy()
@@ -132,16 +190,27 @@ def load_network(run_dir, device: torch.device | str = "cpu") -> tuple[nn.Sequen
 class RioNetwork(ProbabilisticRegressor):
     """`nn`: the standard network RIO augments; its predictions are the baseline row of Table 1.
 
-    Parameters (``defaults``): ``hidden``, ``depth`` (the MLP), ``lr``, ``max_epochs``, ``patience``,
-    ``val_fraction`` (the early-stopping part, drawn from the runtime's stream 1), ``batch_size``,
-    ``restore_best``; ``per_dataset`` (pipeline only: ``{dataset: {param: value}}``).
-
     ``fit(X, y)``: X (n, d) floats, standardised inside with their own statistics; y (n,) raw targets (the
     network fits them unscaled, as the authors' code). ``predict_proba(X)`` -> ``GaussianPredictive``: the network's
     output as the mean, and one std for every point, the RMSE on the network's own validation part. The paper
     gives the network no predictive distribution; this homoscedastic Gaussian is ours (held-out, so not shrunk
     by overfitting), and so is its NLPD.
 
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    random_state : int, numpy.random.Generator or None, default None
+        The seed of the split, minibatch orders and initial weights.
+    device : str or torch.device, default "cpu"
+        Where the network trains.
+    **kwargs
+        The ``defaults``: ``hidden``, ``depth`` (the MLP), ``lr``, ``max_epochs``, ``patience``,
+        ``val_fraction`` (the early-stopping part, drawn from the runtime's stream 1), ``batch_size``,
+        ``restore_best``; ``per_dataset`` (pipeline only: ``{dataset: {param: value}}``).
+
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.rio import RioNetwork
     >>> rng = np.random.default_rng(0)
@@ -163,7 +232,7 @@ class RioNetwork(ProbabilisticRegressor):
         "per_dataset": {},  # {dataset: {param: value}}, e.g. the paper's 2x128 net for SC
     }
 
-    def fit(self, X, y) -> RioNetwork:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> RioNetwork:
         """Train the network on (X, y).
 
         Parameters
@@ -199,10 +268,21 @@ class RioNetwork(ProbabilisticRegressor):
         return self
 
     def standardise(self, X: np.ndarray) -> np.ndarray:
-        """X in the units the network reads: (X - the training mean) / the training std, per column."""
+        """X in the units the network reads: (X - the training mean) / the training std, per column.
+
+        Parameters
+        ----------
+        X : numpy.ndarray of shape (n, d)
+            Raw inputs.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n, d)
+            The standardised inputs.
+        """
         return (X - self.x_mean_) / self.x_std_
 
-    def predict_proba(self, X) -> GaussianPredictive:
+    def predict_proba(self, X: ArrayLike) -> GaussianPredictive:
         """The network's output with its validation RMSE as the std.
 
         Parameters
@@ -229,7 +309,7 @@ class RioNetwork(ProbabilisticRegressor):
         fitted.fitted_ = True
         return fitted
 
-    def train(self, ctx) -> None:
+    def train(self, ctx: RunContext) -> None:
         torch.set_num_threads(int(ctx.config.get("torch_threads", 1) or 1))
         self.runtime = ctx.runtime
         self.params = apply_per_dataset(self.params, ctx.dataset, self.defaults)

@@ -10,6 +10,8 @@ network trained by `nn` in the same run (``depends_on="nn"``) and sees the whole
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import pandas as pd
 import torch
@@ -20,6 +22,12 @@ from uqcal.methods.estimator import ProbabilisticRegressor
 from uqcal.methods.rio.holdout import apply_per_dataset, input_standardisation, load_holdout
 from uqcal.methods.rio.network import RioNetwork
 from uqcal.methods.rio.svgp import KERNEL_INPUTS, fit_svgp
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from uqcal.methods.api import RunContext
+    from uqcal.methods.rio.svgp import FitResult
 
 TARGETS = ("residual", "y")
 OPTIMIZERS = ("lbfgs", "adam")
@@ -40,6 +48,17 @@ class ResidualIOGP(ProbabilisticRegressor):
     ``GaussianPredictive``: y_hat + the GP's mean for the residual variants (Eq. 7), the GP's mean for the
     others, and the GP's predictive variance including the noise (y's units).
 
+    Parameters
+    ----------
+    params : dict, optional
+        Parameters as one mapping (positional only); keyword arguments add to it.
+    base : RioNetwork, optional
+        The network whose residuals the GP models, fitted or not (None: a default ``RioNetwork``).
+    **kwargs
+        The ``defaults`` above, ``random_state`` and ``device``.
+
+    Examples
+    --------
     >>> import numpy as np
     >>> from uqcal.methods.rio import ResidualIOGP, RioNetwork
     >>> rng = np.random.default_rng(0)
@@ -72,7 +91,7 @@ class ResidualIOGP(ProbabilisticRegressor):
         "per_dataset": {},  # {dataset: {param: value}}
     }
 
-    def __init__(self, params: dict | None = None, /, *, base=None, **kwargs):
+    def __init__(self, params: dict | None = None, /, *, base: RioNetwork | None = None, **kwargs):
         super().__init__(params, **kwargs)
         for key, allowed in (("target", TARGETS), ("kernel_inputs", KERNEL_INPUTS), ("optimizer", OPTIMIZERS)):
             if self.params[key] not in allowed:
@@ -80,7 +99,7 @@ class ResidualIOGP(ProbabilisticRegressor):
                                  f"got {self.params[key]!r}")
         self.base = base
 
-    def fit(self, X, y) -> ResidualIOGP:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> ResidualIOGP:
         """Fit ``base`` (unless fitted) and the GP on its residuals or on y.
 
         Parameters
@@ -127,7 +146,7 @@ class ResidualIOGP(ProbabilisticRegressor):
     def _standardise(self, X: np.ndarray) -> np.ndarray:
         return (X - self.x_mean_) / self.x_std_
 
-    def predict_proba(self, X) -> GaussianPredictive:
+    def predict_proba(self, X: ArrayLike) -> GaussianPredictive:
         """y_hat + the GP's mean (residual variants) or the GP's mean, with its variance including the noise.
 
         Parameters
@@ -143,7 +162,7 @@ class ResidualIOGP(ProbabilisticRegressor):
                                         target=self.params["target"])
         return GaussianPredictive(mean, np.sqrt(var))
 
-    def train(self, ctx) -> None:
+    def train(self, ctx: RunContext) -> None:
         torch.set_num_threads(int(ctx.config.get("torch_threads", 1) or 1))
         self.runtime = ctx.runtime
         self.params = apply_per_dataset(self.params, ctx.dataset, self.defaults)
@@ -196,7 +215,21 @@ class ResidualIOGP(ProbabilisticRegressor):
         }
         ctx.save_outputs(predictions, model, stats)
 
-    def evaluate(self, ctx, predictions=None) -> dict[str, float]:
+    def evaluate(self, ctx: RunContext, predictions: pd.DataFrame | None = None) -> dict[str, float]:
+        """The family's metrics of the run and the correction metrics of App. D.3.
+
+        Parameters
+        ----------
+        ctx : RunContext
+            The run whose predictions are scored.
+        predictions : pandas.DataFrame or None, optional
+            The run's prediction frame; None reads it from the run directory.
+
+        Returns
+        -------
+        dict of str to float
+            The family's metrics plus ``improvement_ratio`` and ``nn_rmse`` (App. D.3) where the frame has ``nn_mean``.
+        """
         predictions = load_predictions(ctx, predictions)
         metrics = super().evaluate(ctx, predictions)
         metrics.update(correction_metrics(predictions))
@@ -245,10 +278,40 @@ def predict_residual_gp(result, x, yhat, *, target="residual") -> tuple[np.ndarr
     return (yhat + gp_mean if target == "residual" else gp_mean), var
 
 
-def fit_and_predict(x_train, y_train, yhat_train, x_test, yhat_test, *, target="residual", kernel_inputs="io",
-                    standardise_yhat=False, **fit_kwargs):  # fmt: skip
+def fit_and_predict(x_train: np.ndarray, y_train: ArrayLike, yhat_train: ArrayLike, x_test: np.ndarray,
+                    yhat_test: ArrayLike, *, target: str = "residual", kernel_inputs: str = "io",
+                    standardise_yhat: bool = False,
+                    **fit_kwargs: Any) -> tuple[FitResult, np.ndarray, np.ndarray]:  # fmt: skip
     """Fit one RIO variant and return (FitResult, predictive mean of y, predictive variance incl. noise) at the
-    test points: ``fit_residual_gp`` then ``predict_residual_gp`` (inputs standardised, targets raw)."""
+    test points: ``fit_residual_gp`` then ``predict_residual_gp`` (inputs standardised, targets raw).
+
+    Parameters
+    ----------
+    x_train : numpy.ndarray of shape (n, d)
+        Standardised training inputs.
+    y_train : array_like of shape (n,)
+        Raw training targets.
+    yhat_train : array_like of shape (n,)
+        The network's outputs at the training inputs.
+    x_test : numpy.ndarray of shape (m, d)
+        Standardised test inputs.
+    yhat_test : array_like of shape (m,)
+        The network's outputs at the test inputs.
+    target : {"residual", "y"}, default "residual"
+        The GP models the residuals y - y_hat (Eq. 1) or the targets.
+    kernel_inputs : {"io", "i", "o"}, default "io"
+        The I/O kernel (Eq. 2) or one of its halves.
+    standardise_yhat : bool, default False
+        Standardise the GP's y_hat column with the training y_hat's statistics.
+    **fit_kwargs
+        Passed on to ``fit_svgp``.
+
+    Returns
+    -------
+    tuple of (FitResult, numpy.ndarray, numpy.ndarray)
+        The fit, the predictive mean of y (Eq. 7: y_hat + the GP's mean for the residual variants) and its
+        variance including the noise, each (m,) in y's units.
+    """
     result = fit_residual_gp(x_train, y_train, yhat_train, target=target, kernel_inputs=kernel_inputs,
                              standardise_yhat=standardise_yhat, **fit_kwargs)
     mean, var = predict_residual_gp(result, x_test, yhat_test, target=target)

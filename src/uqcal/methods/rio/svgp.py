@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import gpytorch
@@ -125,8 +126,8 @@ def fit_svgp(
     scale_targets: bool = False,
     centre_targets: bool = False,
     dtype: torch.dtype = torch.float64,
-    progress=None,
-    epoch_callback=None,
+    progress: Callable[..., Iterable[int]] | None = None,
+    epoch_callback: Callable[[int, Callable], None] | None = None,
     device: torch.device | str = "cpu",
 ) -> FitResult:
     """Fit the SVGP on ``inputs`` (n x (d+1): standardised x then y_hat) against ``targets`` (n,).
@@ -144,6 +145,55 @@ def fit_svgp(
     the current predictive mean and variance in the targets' units for given inputs (benchmarks' curves).
     ``device``: where the model and data live; the kernel is built on the CPU and then moved, so every
     device starts from the same initial state.
+
+    Parameters
+    ----------
+    inputs : numpy.ndarray of shape (n, d + 1)
+        Standardised inputs, then the network's output y_hat.
+    targets : numpy.ndarray of shape (n,)
+        The GP's targets (residuals or y), raw.
+    kernel_inputs : {"io", "i", "o"}, default "io"
+        The kernel's inputs: the I/O kernel (sum of an input and an output kernel, Eq. 2) or one half.
+    n_features : int or None, default None
+        d, the input columns (None: all but the last column).
+    ard : bool, default False
+        One lengthscale per input feature.
+    n_inducing : int, default 50
+        The number of inducing points.
+    optimizer : {"lbfgs", "adam"}, default "lbfgs"
+        Full-batch L-BFGS-B or minibatch Adam.
+    max_iter : int, default 1000
+        L-BFGS-B's iteration cap.
+    lbfgs_history : int, default 10
+        L-BFGS-B's memory.
+    batch_size : int, default 1024
+        Adam's rows per minibatch.
+    epochs : int, default 10
+        Adam's passes.
+    lr : float, default 0.01
+        Adam's learning rate.
+    learn_inducing : bool, default True
+        Optimise the inducing locations.
+    inducing_points : numpy.ndarray or None, default None
+        Initial inducing locations, (n_inducing, d + 1); None: seeded rows of ``inputs``.
+    seed : int, default 0
+        The seed of the inducing rows and minibatch orders.
+    scale_targets, centre_targets : bool, default False
+        Fit on standardised or centred targets and map the predictions back.
+    dtype : torch.dtype, default torch.float64
+        The model's floating type.
+    progress : callable or None, default None
+        Wraps Adam's epoch iterator (``progress(range, total=, desc=)``); None: none.
+    epoch_callback : callable or None, default None
+        ``epoch_callback(epoch, predict)`` after each Adam epoch.
+    device : torch.device or str, default "cpu"
+        Where the model and data live.
+
+    Returns
+    -------
+    FitResult
+        The fitted model and likelihood, the optimiser's facts (seconds, iterations, final loss, convergence,
+        failure), the noise variance and hyperparameters in the targets' units.
     """
     inputs = np.asarray(inputs, dtype=float)
     targets = np.asarray(targets, dtype=float).reshape(-1)
