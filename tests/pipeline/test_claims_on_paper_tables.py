@@ -80,3 +80,21 @@ def test_the_paper_table_check_can_fail():
     assert at_many_runs.verdict == R.CONTRADICTED
     ok, why = supported(majority, claim_on_paper_numbers(majority, family, reference, registry), at_many_runs)
     assert not ok and "at many runs" in why
+
+
+def test_a_direction_only_claim_is_judged_by_the_papers_direction():
+    # metareg's Table 1 prints no ±: its rows are fed direction-only (generalises / does_not_generalise). "MAML
+    # fails on AHM" holds there (MSQR 0.809 vs SQR 0.532, ...); the same rows read the other way round do not
+    family = "metareg"
+    claim = next(c for c in load_spec(family)["claims"] if c["id"] == "maml_fails_on_ahm")
+    reference, registry = load_reference(family), _registry(claim)
+    at_paper_n = claim_on_paper_numbers(claim, family, reference, registry)
+    assert at_paper_n.evidence and all(e.test.paper_se is None for e in at_paper_n.evidence)
+    assert at_paper_n.verdict == R.UNDECIDED  # no ± printed: nothing is significant at the paper's n
+    assert claim_on_paper_numbers(claim, family, reference, registry, many_runs=True).verdict == R.GENERALISES
+    reversed_claim = {**claim, "check": {**claim["check"], "kind": "less_than"}}
+    at_many_runs = claim_on_paper_numbers(reversed_claim, family, reference, registry, many_runs=True)
+    assert at_many_runs.verdict == R.DOES_NOT_GENERALISE
+    ok, why = supported(reversed_claim, claim_on_paper_numbers(reversed_claim, family, reference, registry),
+                        at_many_runs)
+    assert not ok and "at many runs" in why
