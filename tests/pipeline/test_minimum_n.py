@@ -18,8 +18,9 @@ from uqcal.pipeline.report.episode_claims import MIN_MODELS
 from uqcal.pipeline.report.verdicts import MIN_RUNS_T, declared_seeds
 
 ROOT = Path(__file__).resolve().parents[2]
+NOT_RUN_CONFIGS = ("base.yaml", "reference_costs.yaml", "gpu_speedups.yaml")  # shared keys, uqcal cost's tables
 RUN_CONFIGS = sorted(p for p in (ROOT / "config").glob("*.yaml")
-                     if p.name not in ("base.yaml", "reference_costs.yaml") and not p.name.startswith("datasets"))
+                     if p.name not in NOT_RUN_CONFIGS and not p.name.startswith("datasets"))
 
 
 def minimum_runs(claim: dict) -> int:
