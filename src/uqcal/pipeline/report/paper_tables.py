@@ -13,6 +13,12 @@ differs: the paper's table instead of runs.
 - **at the paper's n**: the claim is not ruled out by the paper's own numbers: not contradicted,
   smaller_than_paper or does_not_generalise (reproduced, reproduced_smaller, consistent (underpowered),
   generalises or undecided all pass: the paper's own table is often underpowered at its n);
+- **direction only** where the paper prints no ± (metareg's tables, QR's one-run Year MSD rows; Sec. 10, "no ±
+  invented"): the row is fed without the paper's se, so it is judged as the pipeline judges such a row
+  (generalises / does_not_generalise / undecided). At the paper's n no se exists, so nothing is significant
+  (our se ten times the paper's effect: undecided); at many runs our se is a tenth of the paper's own effect
+  (z = 10), so the row is significant exactly when the paper's effect is non-zero, and in the direction the
+  paper's numbers show: the claim must generalise;
 - **at many runs** (our se a tenth of the paper's, normal quantiles): a comparison, margin or correlation claim is
   reproduced (or generalises, where the paper prints no ±); a value check ("our mean agrees with the paper's") is
   consistent. This is "reproducible at some n": a claim that fails here cannot be reproduced at any n even by an
@@ -75,6 +81,16 @@ def _ours(paper, many_runs: bool) -> tuple[float, float | None, float]:
     return se, df, R.two_sided_pvalue(paper.mean, se, df)
 
 
+def _ours_direction_only(paper, many_runs: bool) -> tuple[float, float | None, float]:
+    """Our (se, df, p) for a row whose paper prints no ±: at many runs a tenth of the paper's own effect (z = 10),
+    so that only its sign decides; at the paper's n ten times the effect (z = 0.1): with no spread printed, nothing
+    is significant. Finite, so that the stability draws stay defined. A zero effect is a tie at any n (p = 1)."""
+    if paper.mean == 0:
+        return 1.0, None, 1.0
+    se = abs(paper.mean) * (MANY_RUNS_SE if many_runs else 1 / MANY_RUNS_SE)
+    return se, None, R.two_sided_pvalue(paper.mean, se, None)
+
+
 def claim_on_paper_numbers(claim: dict, family: str, reference: Reference, registry: dict,
                            many_runs: bool = False) -> ClaimResult | None:
     """The claim decided on the paper's own numbers as ours (at the paper's n, or ``many_runs``); None for a
@@ -107,10 +123,8 @@ def claim_on_paper_numbers(claim: dict, family: str, reference: Reference, regis
                     if _not_claimed_by_paper(ctx, check, dataset, setting, metric, a, b):
                         skipped.append(f"{label}: the paper does not mark this difference")
                         continue
-                    if paper.se is None:
-                        skipped.append(f"{label}: the paper prints no ± (no se to feed)")
-                        continue
-                    se, df, p = _ours(paper, many_runs)
+                    se, df, p = (_ours(paper, many_runs) if paper.se is not None
+                                  else _ours_direction_only(paper, many_runs))
                     comparator = paper.cells[1].mean
                     evidence.append(paired_row(claim, ctx, label, dataset, setting, None, "ttest", direction, accept,
                                                comparator, paper, "the paper's own numbers",
@@ -126,10 +140,10 @@ def claim_on_paper_numbers(claim: dict, family: str, reference: Reference, regis
             best = _paper_best_other(ctx, check, dataset, setting, check["metric"], method, present, lower)
             paper = None if best is None else reference.paper_difference(tables, dataset, setting, method, best,
                                                                          check["metric"])
-            if paper is None or paper.se is None:
-                skipped.append(f"{label}: the paper prints no ±")
+            if paper is None:
+                skipped.append(f"{label}: the paper has no best other method here")
                 continue
-            se, df, p = _ours(paper, many_runs)
+            se, df, p = _ours(paper, many_runs) if paper.se is not None else _ours_direction_only(paper, many_runs)
             evidence.append(paired_row(claim, ctx, label, dataset, setting, None, "ttest", -1 if lower else 1,
                                        "not_worse", paper.cells[1].mean, paper, "the paper's own numbers",
                                        numbers=(paper.mean, se, df, p, ""), n_runs=paper.n))
