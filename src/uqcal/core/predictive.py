@@ -630,5 +630,5 @@ def _take_rows(prediction: RegressionPredictive, rows: slice) -> RegressionPredi
         return QuantilePredictive(prediction.levels, prediction.quantiles[rows])
     if isinstance(prediction, RecalibratedPredictive):
         return RecalibratedPredictive(_take_rows(prediction.base, rows), prediction.cdf_map, prediction.inverse_map,
-                                      prediction.logpdf_floor)
+                                      logpdf_floor=prediction.logpdf_floor)
     raise TypeError(f"cannot take rows of a {type(prediction).__name__}")

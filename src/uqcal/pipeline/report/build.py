@@ -523,7 +523,8 @@ def build_reports(
     for rep in reports:
         write_text(out_dir / rep.family / "index.html",
                    strip_local_paths(family_page(rep, prov, rep.reference, families), roots))
-        write_text(out_dir / rep.family / "REPORT.md", strip_local_paths(report_markdown(rep, prov), roots))
+        printable = report_markdown(rep, prov, scope_text(rep), published_numbers_path(rep.reference))
+        write_text(out_dir / rep.family / "REPORT.md", strip_local_paths(printable, roots))
     title = (config.get("report") or {}).get("title", "uqcal reports")
     index = out_dir / "index.html"
     write_text(index, strip_local_paths(index_page(reports, prov, title), roots))

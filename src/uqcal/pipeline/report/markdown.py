@@ -26,10 +26,9 @@ def claim_md(res) -> str:
             + f"  \n  {N.claim_reason(res)}" + (f" — {data}" if data else ""))
 
 
-def report_markdown(rep, prov) -> str:
-    """The printable report of one family (``build.FamilyReport``) from the run."""
-    from uqcal.pipeline.report.build import published_numbers_path, scope_text
-
+def report_markdown(rep, prov, scope: str, published_numbers: str) -> str:
+    """The printable report of one family (``build.FamilyReport``) from the run; ``scope`` and
+    ``published_numbers`` are the page's own words for them (build.scope_text, build.published_numbers_path)."""
     spec, notes = rep.spec, rep.notes or {}
     title = spec.get("title", rep.family)
     links = notes.get("links") or {}
@@ -42,7 +41,7 @@ def report_markdown(rep, prov) -> str:
            f"(config `{prov.config_path}`, commit `{prov.git_commit[:12]}`). The HTML page `index.html` beside this "
            "file has the same content with figures and the tests behind each verdict.", "",
            "## Reproducibility summary", "",
-           f"**Scope of reproducibility.** {scope_text(rep)}", "",
+           f"**Scope of reproducibility.** {scope}", "",
            "**Methodology.** Our own re-implementation in PyTorch/GPyTorch, run as one Snakemake workflow; every "
            "claim is decided by a test fixed in advance (docs/verdicts.md).", "",
            "**Results.** " + " ".join(summary), ""]
@@ -55,7 +54,7 @@ def report_markdown(rep, prov) -> str:
     for key, label in (("paper", "Paper"), ("venue", "Venue"), ("code", "Authors' code"), ("data", "Data")):
         if links.get(key):
             out.append(f"- {label}: {links[key]}")
-    out += ["", "## 2 Scope of reproducibility", "", scope_text(rep), ""]
+    out += ["", "## 2 Scope of reproducibility", "", scope, ""]
     out += [f"{i}. {c.text}" + (f" ({c.source})" if c.source else "") for i, c in enumerate(papers, 1)] + [""]
     out += ["## 3 Methodology", "", "### 3.1 Datasets", ""]
     out += [f"- {r.label()}" + (f": {r.note}" if r.note else "") for r in (rep.relations or {}).values()] or ["- none"]
@@ -91,6 +90,6 @@ def report_markdown(rep, prov) -> str:
     out += ["", "## 5 Discussion", "", "### What was easy", ""] + ([f"- {e}" for e in easy] or ["- nothing recorded"])
     out += ["", "### What was difficult", ""] + ([f"- {h}" for h in hard] or ["- nothing recorded"])
     out += ["", "## Provenance", "", f"- config: `{prov.config_path}` sha256 `{prov.config_sha256[:16]}`",
-            f"- git: `{prov.git_commit}`", f"- published numbers: `{published_numbers_path(rep.reference)}`",
+            f"- git: `{prov.git_commit}`", f"- published numbers: `{published_numbers}`",
             "- machine-readable: `claims.json`, `metrics.json`", ""]
     return "\n".join(out)
