@@ -58,6 +58,7 @@ NOT_RUN = {
     "snakemake": "runs the pipeline; tests/e2e runs it on the smoke config (and tests/e2e/test_slurm.py the SLURM one)",
     "dvc ": "DVC on a finished run; tests/e2e/test_reruns.py and test_dvc_commit.py run these",
     "uqcal materialise": "fetches or builds a dataset (the example's is not in the registry)",
+    "uqcal cost": "its optional flags in brackets; tests/pipeline/test_cost.py runs the command on shipped configs",
 }
 # Commands the tests run, from the repository root, with uqcal on the path: quick and read-only.
 RUN = ("uqcal --help", "uqcal --version", "uqcal validate-config", "uqcal runs")
