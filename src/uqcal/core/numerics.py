@@ -35,7 +35,7 @@ PORTABLE_ENV = {
     "MKL_CBWR": "AVX2,STRICT",              # MKL's conditional numerical reproducibility: one code path on
                                             # Intel and AMD, the strict mode independent of alignment
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",      # an outer environment's lower setting must not win over the branch
-    "ONEDNN_MAX_CPU_ISA": "AVX2",           # oneDNN's convolutions (fewshot's Conv4): its AVX2 kernels
+    "ONEDNN_MAX_CPU_ISA": "AVX2",           # oneDNN's convolutions (the few-shot Conv4): its AVX2 kernels
     "NPY_DISABLE_CPU_FEATURES": _NUMPY_ABOVE_AVX2,
     "OPENBLAS_CORETYPE": "Haswell",         # numpy's and scipy's OpenBLAS: Haswell's AVX2 kernels, not SkylakeX's
     "OPENBLAS_NUM_THREADS": "1",            # BLAS threads split work by core count; torch_threads sets torch's
@@ -174,7 +174,7 @@ def configure_torch(mode: str | None = None, threads: int | None = None) -> None
     """What torch takes at run time: under ``portable``, oneDNN's convolutions capped at AVX2
     (``ONEDNN_MAX_CPU_ISA``), no NNPACK (its own CPU dispatch), and deterministic algorithms. ATen's own
     convolutions (im2col and MKL's GEMM under CBWR) would not depend on oneDNN's cache-based blocking, but cost
-    1.5-1.9x oneDNN's at fewshot's width 32 against 1.24x for the capped oneDNN (docs/pipeline.md, "Numerics"):
+    1.5-1.9x oneDNN's at the few-shot backbone's width 32 against 1.24x for the capped oneDNN (docs/pipeline.md, "Numerics"):
     issue 48 keeps the cheaper setting where one costs over a quarter, and `make numerics-check` on a second
     machine is what shows whether oneDNN's blocking moved a bit there. ``mode``:
     default, the one `activate` set for this process (``native`` when none: a library user's process).

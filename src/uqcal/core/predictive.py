@@ -409,7 +409,7 @@ class RecalibratedPredictive(RegressionPredictive):
     inverse_map : callable
         R^-1, numpy array of levels in, array of levels out.
     logpdf_floor : float or None, optional
-        Keyword only. A floor of ``logpdf`` (None: no floor); qr's pipeline floors at -20 (App. B.2).
+        Keyword only. A floor of ``logpdf`` (None: no floor); the QR pipeline floors at -20 (App. B.2).
 
     Examples
     --------
@@ -425,7 +425,7 @@ class RecalibratedPredictive(RegressionPredictive):
     cdf_map: Callable[[np.ndarray], np.ndarray]
     inverse_map: Callable[[np.ndarray], np.ndarray]
     # A floor of logpdf (None: none): the QR paper's isotonic map without its endpoint fix cuts the support at the
-    # largest recalibration PIT, where the density is 0 (App. B.2); qr's pipeline floors its log density at -20.
+    # largest recalibration PIT, where the density is 0 (App. B.2); the QR pipeline floors its log density at -20.
     logpdf_floor: float | None = field(default=None, kw_only=True)
 
     def __post_init__(self):

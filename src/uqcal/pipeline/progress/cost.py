@@ -48,7 +48,7 @@ class CostedJob:
 
     @property
     def name(self) -> str:
-        """"train/fewshot/cub200/5w1s/md", "report"."""
+        """"train/<family>/<dataset>/<setting>/<method>", "report"."""
         job = self.planned.job
         return f"{job.rule}/{job.name}" if job.key else job.rule
 

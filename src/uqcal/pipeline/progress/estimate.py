@@ -16,7 +16,7 @@ fresh clone's first run also has a cost per method. Both are measured on some ma
 progress corrects them by how long its own finished jobs took (``uqcal.pipeline.progress.run.snapshot``).
 
 At levels 2 and 3 another job's cost per seed stands in for this one's; where the family states a seed's work
-(``uqcal.methods.api.Family.work``: e.g. fewshot's episodes, image size and sampling, BO's iterations and
+(``uqcal.methods.api.Family.work``: e.g. a few-shot family's episodes, image size and sampling, a BO family's iterations and
 objective evaluations) and both jobs' work is known, the stand-in is scaled by the ratio of the two (its source
 then ends in "scaled by work"): a paper-scale job of 40,000 episodes is not costed as a default one of 2,700.
 """

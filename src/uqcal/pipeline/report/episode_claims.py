@@ -3,7 +3,7 @@
 A claim about a method, not one trained model, needs training seeds as its unit (REPLICATION-STATISTICS Sec. 10;
 issue 47): the paper trains one model per method, and episodes are pseudo-replicates of that model, so the
 variance between training seeds is in no error bar of an episode test. So a claim is decided only where the config
-declares at least ``MIN_MODELS`` trained models per method (``report.claim_runs.fewshot``): per model, the metric over
+declares at least ``MIN_MODELS`` trained models per method (``report.claim_runs.<family>``): per model, the metric over
 its test episodes (acc, nll: the episode mean; ece, mce: pooled over the queries like the metric itself), then a
 paired t over the models. With fewer, the claim is ``not_run`` naming ``SEEDS_CONFIG`` (what it needs), and the
 one-model comparison over episodes is listed beside it as descriptive only:
@@ -200,7 +200,7 @@ def check_episode_paired(claim: dict, ctx) -> object:
         result = finish(claim, ctx, [], "", alpha, skipped + descriptive)
         result.summary = (f"not run: a claim about a method needs training seeds as its unit (at least {MIN_MODELS} "
                           f"trained models per method); this config declares {declared or 'no'} "
-                          f"(report.claim_runs.fewshot); {SEEDS_CONFIG} runs it ({SEEDS_NEEDS})")
+                          f"(report.claim_runs of the family); {SEEDS_CONFIG} runs it ({SEEDS_NEEDS})")
         result.config, result.needs = SEEDS_CONFIG, SEEDS_NEEDS
         return result
     return finish(claim, ctx, evidence, f"no predictions of {a} and {others} with '{probs}' columns", alpha, skipped)

@@ -13,7 +13,7 @@ differs: the paper's table instead of runs.
 - **at the paper's n**: the claim is not ruled out by the paper's own numbers: not contradicted,
   smaller_than_paper or does_not_generalise (reproduced, reproduced_smaller, consistent (underpowered),
   generalises or undecided all pass: the paper's own table is often underpowered at its n);
-- **direction only** where the paper prints no ± (metareg's tables, QR's one-run Year MSD rows; Sec. 10, "no ±
+- **direction only** where the paper prints no ± (the meta-regression tables, QR's one-run Year MSD rows; Sec. 10, "no ±
   invented"): the row is fed without the paper's se, so it is judged as the pipeline judges such a row
   (generalises / does_not_generalise / undecided). At the paper's n no se exists, so nothing is significant
   (our se ten times the paper's effect: undecided); at many runs our se is a tenth of the paper's own effect
