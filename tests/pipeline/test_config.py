@@ -288,11 +288,13 @@ def test_paper_config_requests_gpus_for_the_learners_only():
         cpu_only = get_entry(family, method).load_class().cpu_only
         assert not (cpu_only and gpu), f"{job.key}: a cpu_only method requests gpu={gpu}"
         if not cpu_only:
-            expected = family != "bo" or dataset.startswith("cnn_")
+            # metareg's small networks run on CPU nodes (0.59x on a GPU: config/gpu_speedups.yaml, issue 53)
+            expected = dataset.startswith("cnn_") if family == "bo" else family != "metareg"
             assert bool(gpu) == expected, f"{job.key}: gpu={gpu}"
         asked.setdefault((family, bool(gpu)), set()).add(method)
     assert {"marginal", "dvi_iso", "de_qr_isocal"} <= asked[("qr", False)]
     assert "marginal" in asked[("metareg", False)] and "marginal" in asked[("rio", False)]
+    assert ("metareg", True) not in asked  # the launch-bound family on CPU nodes
     assert {"calibrated", "random"} <= asked[("bo", True)]  # the CNN objectives train on the GPU
 
 
