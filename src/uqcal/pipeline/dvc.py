@@ -45,6 +45,8 @@ def code_deps(files: list[str], root: Path) -> list[str]:
     wanted = set(files)
     folders = {}
     for rel in files:
+        if Path(rel).is_absolute():  # outside the repository (a plug-in elsewhere): named as a file, never walked
+            continue
         for parent in Path(rel).parents:
             if parent == Path(".") or parent.as_posix() in ("src", "src/uqcal", "config"):
                 break
