@@ -7,12 +7,9 @@ tasks. Kernel matrices are built by the caller (any kernel), which keeps this fu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-if TYPE_CHECKING:
-    from uqcal.core.gp.linalg import JitterCounter
+from uqcal.core.gp.linalg import JitterCounter, psd_safe_cholesky
 
 __all__ = ["batched_gp_posterior", "squared_distances", "batched_cholesky"]
 
@@ -43,8 +40,7 @@ def batched_cholesky(matrix: torch.Tensor, jitter: float = 1e-6, max_tries: int 
                      counter: JitterCounter | None = None) -> torch.Tensor:
     """Cholesky of a batch of PSD matrices, escalating diagonal jitter x10 per failed try.
 
-    Uses the shared ``uqcal.core.gp.linalg.psd_safe_cholesky`` when it exists (it counts escalations);
-    falls back to an equivalent local loop otherwise.
+    The shared ``uqcal.core.gp.linalg.psd_safe_cholesky`` (it counts escalations); its name in this module.
 
     Parameters
     ----------
@@ -62,25 +58,7 @@ def batched_cholesky(matrix: torch.Tensor, jitter: float = 1e-6, max_tries: int 
     torch.Tensor
         Lower Cholesky factors, shape (..., n, n).
     """
-    try:
-        from uqcal.core.gp.linalg import psd_safe_cholesky
-    except ImportError:  # the shared helper is not on this branch yet
-        psd_safe_cholesky = None
-    if psd_safe_cholesky is not None:
-        return psd_safe_cholesky(matrix, jitter=jitter, max_tries=max_tries, counter=counter)
-    factor, info = torch.linalg.cholesky_ex(matrix)
-    if not bool((info > 0).any()):
-        return factor
-    eye = torch.eye(matrix.shape[-1], dtype=matrix.dtype, device=matrix.device)
-    current = jitter
-    for _ in range(max_tries):
-        factor, info = torch.linalg.cholesky_ex(matrix + current * eye)
-        if counter is not None:
-            counter.escalations += 1
-        if not bool((info > 0).any()):
-            return factor
-        current *= 10.0
-    raise torch.linalg.LinAlgError(f"matrix not positive definite even with jitter {current / 10:g}")
+    return psd_safe_cholesky(matrix, jitter=jitter, max_tries=max_tries, counter=counter)
 
 
 def batched_gp_posterior(
