@@ -42,7 +42,7 @@ def _train_seeds(args, seeds: list[TrainSeed]) -> None:
     from uqcal.core.resume import RESUME_DIR, ResumeStore
 
     started_under = ancestry()
-    stores = []
+    stores, pending = [], []
     for one in seeds:
         ctx = one.ctx
         store = ResumeStore(Path(args.results_dir), ctx.run_dir, one.digest)
@@ -52,10 +52,23 @@ def _train_seeds(args, seeds: list[TrainSeed]) -> None:
             continue
         store.prepare()
         ctx.resume_dir = store.path
-        predictions = train_one(ctx, one.method)
-        if not args.no_evaluate:
-            evaluate_one(ctx, one.method, predictions)
-            store.keep(ctx.run_dir)
+        pending.append((one, store))
+    batched = len(pending) > 1 and callable(getattr(pending[0][0].method, "train_batch", None))
+    if batched:
+        # A method that trains its seeds as one batched model (issue 53): one pass for every pending seed; each
+        # seed's outputs equal its own run's within the tolerance the method states (see its train_batch).
+        for one, predictions in zip((p[0] for p in pending), train_batch(pending), strict=True):
+            if not args.no_evaluate:
+                evaluate_one(one.ctx, one.method, predictions)
+        for one, store in pending:
+            if not args.no_evaluate:
+                store.keep(one.ctx.run_dir)
+    else:
+        for one, store in pending:
+            predictions = train_one(one.ctx, one.method)
+            if not args.no_evaluate:
+                evaluate_one(one.ctx, one.method, predictions)
+                store.keep(one.ctx.run_dir)
     if orphaned(started_under):
         # Snakemake (or DVC) was killed alone: it will run this job again, and has deleted, or will delete, its
         # outputs first. The finished seeds stay where that rerun restores them from.
@@ -64,6 +77,33 @@ def _train_seeds(args, seeds: list[TrainSeed]) -> None:
         return
     for store in stores:  # the whole batch is done: nothing left to resume
         store.clear()
+
+
+def train_batch(pending) -> list:
+    """Train the pending seeds of one job in one call of their method's ``train_batch(ctxs)``; returns the
+    predictions frame each seed saved, in order."""
+    import gpytorch
+
+    ctxs = [one.ctx for one, _ in pending]
+    first = ctxs[0]
+    first.log.info("train %s on %s/%s seeds %s as one batched model (device %s)", first.method, first.dataset,
+                   first.setting, [c.seed for c in ctxs], first.device)
+    start = time.perf_counter()
+    with gpytorch.settings.debug(False):  # as in train_one
+        pending[0][0].method.train_batch(ctxs)
+    first.log.info("trained %d seeds in %.1f s", len(ctxs), time.perf_counter() - start)
+    return [_check_outputs(ctx) for ctx in ctxs]
+
+
+def _check_outputs(ctx):
+    from uqcal.pipeline.layout import RunLayout
+
+    outputs = (RunLayout.MODEL, RunLayout.PREDICTIONS, RunLayout.TRAIN_STATS)
+    missing = [f for f in outputs if not (ctx.run_dir / f).exists()]
+    if missing:
+        raise SystemExit(f"method {ctx.method} did not write {missing} for seed {ctx.seed} "
+                         "(must call ctx.save_outputs)")
+    return ctx.saved_predictions
 
 
 def train_one(ctx, method):
@@ -79,13 +119,7 @@ def train_one(ctx, method):
     with gpytorch.settings.debug(False):
         method.train(ctx)
     ctx.log.info("trained in %.1f s", time.perf_counter() - start)
-    from uqcal.pipeline.layout import RunLayout
-
-    outputs = (RunLayout.MODEL, RunLayout.PREDICTIONS, RunLayout.TRAIN_STATS)
-    missing = [f for f in outputs if not (ctx.run_dir / f).exists()]
-    if missing:
-        raise SystemExit(f"method {ctx.method} did not write {missing} (must call ctx.save_outputs)")
-    return ctx.saved_predictions
+    return _check_outputs(ctx)
 
 
 def evaluate_one(ctx, method, predictions=None) -> None:
