@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from uqcal.methods.bo.work import BO_STEP, CNN_TRAIN_IMAGE
+from uqcal.methods.bo.work import BO_STEP, CNN_TRAIN_IMAGE, step_seconds
 from uqcal.methods.bo.work import work_per_seed as bo_work
 from uqcal.methods.fewshot import work as fewshot_work
 from uqcal.pipeline.plan import Job
@@ -28,12 +28,13 @@ def test_makespan_is_a_longest_first_schedule(seconds, workers, expected):
 
 
 def test_a_stand_in_is_scaled_by_the_ratio_of_work():
-    # the same method measured twice: 10 s a seed at work 100 and 30 s at work 200 -> 40 s per 300 work;
-    # a job of 2 seeds at work 1,500: 2 x 1,500 x 40 / 300 = 400 s
+    # the same method measured twice, one seed each: 10 s at work 100 and 30 s at work 200, each with a start-up
+    # of STARTUP_SECONDS = 3 s -> (7 + 27) s per 300 work; a job of 2 seeds at work 1,500: 3 + 2 x 1,500 x 34 / 300
+    # = 343 s
     book = {Job("train", ("fewshot", "a", "5w1s", "md")): [Cost(10.0, "p1", 100.0)],
             Job("train", ("fewshot", "b", "5w1s", "md")): [Cost(30.0, "p2", 200.0)]}
     found = estimate(PlannedJob(MD, units=2, params="p3", work=1500.0), book)
-    assert found.seconds == pytest.approx(400.0)
+    assert found.seconds == pytest.approx(343.0)
     assert found.source == "same method, scaled by work"
     # without a stated work it is the median per seed, unscaled
     assert estimate(PlannedJob(MD, units=2, params="p3"), book).seconds == pytest.approx(2 * 20.0)
@@ -75,12 +76,15 @@ def test_fewshot_work_by_hand():
 
 
 def test_bo_work_by_hand():
-    synthetic = {"setting_params": {"n_init": 5, "budget": 20}, "dataset_spec": {"source": {"type": "synthetic"}}}
-    assert bo_work(synthetic) == pytest.approx(20 * BO_STEP)
-    cnn = {"setting_params": {"n_init": 5, "budget": 20},
+    synthetic = {"method": "calibrated", "setting_params": {"n_init": 5, "budget": 20},
+                 "dataset_spec": {"source": {"type": "synthetic"}}}
+    assert bo_work(synthetic) == pytest.approx(20 * BO_STEP["calibrated"])
+    cnn = {"method": "random", "setting_params": {"n_init": 5, "budget": 20},
            "dataset_spec": {"source": {"type": "hpo", "model": "cnn", "data": "cifar10",
                                        "options": {"epochs": 2, "train_size": 1000, "test_size": 300}}}}
-    assert bo_work(cnn) == pytest.approx(20 * BO_STEP + 25 * CNN_TRAIN_IMAGE * (2 * 1000 + 100))
+    # random search's steps are nearly free; its 25 CNN trainings are what it costs
+    assert bo_work(cnn) == pytest.approx(20 * BO_STEP["random"] + 25 * CNN_TRAIN_IMAGE * (2 * 1000 + 100))
+    assert step_seconds("calibrated_fastloo") == BO_STEP["calibrated"]
 
 
 def test_run_cost_sums_per_family_and_names_the_longest_job():

@@ -14,6 +14,7 @@ import pytest
 from uqcal.core.io import write_json
 from uqcal.pipeline.plan import Job
 from uqcal.pipeline.progress.estimate import (
+    STARTUP_SECONDS,
     Cost,
     PlannedJob,
     cost_book,
@@ -78,17 +79,37 @@ def test_record_costs_are_per_seed_and_override_the_reference(tmp_path):
     _record(records, Job("report"), 18.0)
     (records / "train/rio/broken.json").write_text("{not json")
     costs = record_costs(records)
-    assert costs == {NN_CONCRETE: Cost(30.0 / 5, params_digest({"lr": 0.1})), Job("report"): Cost(18.0, params_digest({}))}
+    assert costs == {NN_CONCRETE: Cost(30.0 / 5, params_digest({"lr": 0.1}), None, 5),
+                     Job("report"): Cost(18.0, params_digest({}))}
 
     reference = tmp_path / "reference.yaml"
-    default_run = {NN_CONCRETE: Cost(99.0, "old"), RIO_CONCRETE: Cost(7.0, None), Job("report"): Cost(20.0, "r")}
+    default_run = {NN_CONCRETE: Cost(99.0, "old", None, 10), RIO_CONCRETE: Cost(7.0, None), Job("report"): Cost(20.0, "r")}
     smoke_run = {NN_CONCRETE: Cost(1.0, "smoke"), Job("report"): Cost(5.0, "r")}
     write_reference([default_run, smoke_run], reference)
-    assert reference_costs(reference) == {NN_CONCRETE: [Cost(99.0, "old"), Cost(1.0, "smoke")],
+    assert reference_costs(reference) == {NN_CONCRETE: [Cost(99.0, "old", None, 10), Cost(1.0, "smoke")],
                                           RIO_CONCRETE: [Cost(7.0, None)], Job("report"): [Cost(5.0, "r")]}
     book = cost_book(records, reference)
-    assert book[NN_CONCRETE] == [Cost(99.0, "old"), Cost(1.0, "smoke"), costs[NN_CONCRETE]]
+    assert book[NN_CONCRETE] == [Cost(99.0, "old", None, 10), Cost(1.0, "smoke"), costs[NN_CONCRETE]]
     assert book[RIO_CONCRETE] == [Cost(7.0, None)]
+
+
+def test_a_record_costs_its_cpu_seconds_not_its_wall_time(tmp_path):
+    # A loaded machine stretches a job's wall time, not its CPU time (benchmarks/run_cost.py sums CPU seconds).
+    write_json(tmp_path / "train" / f"{NN_CONCRETE.name}.json",
+               {"rule": "train", "key": list(NN_CONCRETE.key), "params": {}, "job": {"seeds": [0, 1]},
+                "resources": {"wall_seconds": 90.0, "cpu_seconds": 30.0}})
+    assert record_costs(tmp_path)[NN_CONCRETE].seconds_per_unit == pytest.approx(15.0)
+
+
+def test_scaling_by_work_leaves_the_start_up_unscaled():
+    # A smoke job: 2 seeds of work 1 in 3 + 2 x 2 = 7 CPU s (a start-up of STARTUP_SECONDS = 3 s, then 2 s a
+    # seed); a paper job of 3 seeds of work 1000 costs 3 + 3 x 1000 x 2 s, not 7 / 2 x 1000 x 3 s.
+    smoke = Job("train", ("fewshot", "tiny", "5w5s", "md"))
+    book = {smoke: [Cost((STARTUP_SECONDS + 2 * 2.0) / 2, "smoke", 1.0, 2)]}
+    paper = PlannedJob(Job("train", ("fewshot", "cub", "5w1s", "md")), units=3, params="paper", work=1000.0)
+    found = estimate(paper, book)
+    assert found.source == "same method, scaled by work"
+    assert found.seconds == pytest.approx(STARTUP_SECONDS + 3 * 1000 * 2.0)
 
 
 def test_the_shipped_reference_has_a_cost_for_every_job_of_the_default_config():

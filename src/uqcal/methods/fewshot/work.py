@@ -1,4 +1,4 @@
-"""A fewshot train job's work per seed (``Family.work``), in seconds of one thread on the reference machine.
+"""A fewshot train job's work per seed (``Family.work``), in CPU seconds of one idle thread on the reference machine.
 
 Cost estimates (``uqcal cost``, the progress line) scale a measured job's seconds by the ratio of two jobs' work,
 so only the ratios matter: what a paper-scale job of 40,000 episodes at 84 x 84 costs against a measured default
@@ -19,15 +19,18 @@ from __future__ import annotations
 from uqcal.methods.fewshot.base import per_run_params, validation_checks
 
 # Measured with benchmarks/fewshot_speed.py --train-episodes 30 --test-episodes 3 (one thread, 2026-12-03, this
-# project's 2-core VM under a load of ~8: wall seconds ~15x an idle machine's, so only their ratios are used, and
-# cost estimates only use ratios): a 5-way 5-shot training episode of md (100 images at 28 x 28, width 32, 1.03 s);
-# the backbone's forward part of an episode (forward ~ 1/3 of forward + backward); the predictive of one test
-# episode of 5 x 15 queries (50 MD steps) with 256 marginal draws (0.58 s) and with 10,000 full-covariance draws
-# (37.8 s), each less that forward part.
-TRAIN_EPISODE = 1.03
+# project's 2-core VM under a load of ~8, so wall seconds ~13x an idle core's; their ratios hold): a 5-way 5-shot
+# training episode of md (100 images at 28 x 28, width 32, 1.03 s); the backbone's forward part of an episode
+# (forward ~ 1/3 of forward + backward); the predictive of one test episode of 5 x 15 queries (50 MD steps) with
+# 256 marginal draws (0.58 s) and with 10,000 full-covariance draws (37.8 s), each less that forward part.
+# IDLE_SCALE puts them in CPU seconds of an idle core: the default run's md job (config/config.yaml, record of
+# 2026-12-03: 239.2 CPU s, 236.2 s past its 3 s start-up) has work 3,094.9 in the loaded units. Estimates only
+# use ratios; the planner's one-seed-per-job split (uqcal.pipeline.plan) reads the seconds.
+IDLE_SCALE = 236.2 / 3094.9
+TRAIN_EPISODE = 1.03 * IDLE_SCALE
 EVAL_FORWARD = TRAIN_EPISODE / 3
-MARGINAL_256 = 0.58 - EVAL_FORWARD
-FULL_COVARIANCE_10000 = 37.8 - EVAL_FORWARD
+MARGINAL_256 = 0.58 * IDLE_SCALE - EVAL_FORWARD
+FULL_COVARIANCE_10000 = 37.8 * IDLE_SCALE - EVAL_FORWARD
 REFERENCE_IMAGES, REFERENCE_PIXELS, REFERENCE_WIDTH = 5 * (5 + 15), 28 * 28, 32
 REFERENCE_QUERIES = 5 * 15
 

@@ -169,22 +169,31 @@ def makespan(seconds: Iterable[float], workers: int) -> float:
 def planned_jobs(config: dict, config_path: str) -> list[tuple[PlannedJob, bool]]:
     """Every job of the config as the estimator sees it (seeds, parameters' digest, a seed's work), and whether
     it requests a GPU."""
-    from uqcal.pipeline.plan import param_values, payload, plan, resources
+    from uqcal.pipeline.plan import payload, plan, resources
 
     found = []
     for job in plan(config):
         job_payload = payload(config, job)
         gpu = job.rule == "train" and int(resources(config, job.key[0], job.key[1], job.key[3])["gpu"]) > 0
         found.append((PlannedJob(job, units_of(job.rule, job_payload), 1,
-                                 params_digest(param_values(config, job, config_path)),
+                                 params_digest(identity_params(config, job, config_path)),
                                  work_of(job.rule, job_payload)), gpu))
     return found
+
+
+def identity_params(config: dict, job: Job, config_path: str) -> dict:
+    """The job's parameters as its spec and record hold them (``uqcal.pipeline.identity.build_spec``'s
+    ``params``), so that a planned job finds the record of the same parameters."""
+    from uqcal.pipeline.identity import numerics_param
+    from uqcal.pipeline.plan import param_values
+
+    return {**param_values(config, job, config_path), **numerics_param(config)}
 
 
 def reference_work(config_paths: Iterable[str] = REFERENCE_CONFIGS) -> dict[str, float]:
     """{parameters' digest: a seed's work} of the train jobs of ``config_paths`` whose family states work."""
     from uqcal.pipeline.config.load import load_config
-    from uqcal.pipeline.plan import param_values, payload, plan
+    from uqcal.pipeline.plan import payload, plan
 
     found = {}
     for path in config_paths:
@@ -193,14 +202,14 @@ def reference_work(config_paths: Iterable[str] = REFERENCE_CONFIGS) -> dict[str,
             if job.rule == "train":
                 work = work_of(job.rule, payload(config, job))
                 if work is not None:
-                    found[params_digest(param_values(config, job, path))] = work
+                    found[params_digest(identity_params(config, job, path))] = work
     return found
 
 
 def with_work(book: dict[Job, list[Cost]], work: dict[str, float]) -> dict[Job, list[Cost]]:
     """The book with the work of each cost that states none but whose parameters' digest ``work`` knows."""
     return {job: [cost if cost.work is not None or cost.params not in work else
-                  Cost(cost.seconds_per_unit, cost.params, work[cost.params]) for cost in costs]
+                  Cost(cost.seconds_per_unit, cost.params, work[cost.params], cost.units) for cost in costs]
             for job, costs in book.items()}
 
 

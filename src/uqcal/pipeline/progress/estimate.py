@@ -1,7 +1,9 @@
 """What each job of a run is expected to cost, from earlier jobs' records.
 
-A job's cost is the wall time its record states (`uqcal.pipeline.records.resource_usage`), per seed for a train
-job (a train job runs all seeds of one method, so the same method with another seed count scales). A pending
+A job's cost is the CPU time its record states (`uqcal.pipeline.records.resource_usage`; its wall time where a
+record states no CPU time), per seed for a train job (a train job runs all seeds of one method, so the same method
+with another seed count scales). CPU seconds, not wall: a job of one thread takes its CPU time on an unloaded core,
+and a loaded machine's wall time is the load's, not the job's (benchmarks/run_cost.py sums the same CPU seconds). A pending
 job's estimate is the first of these that exists:
 
 1. its own earlier record, made from the same parameters (a config change of epochs or data makes it moot);
@@ -19,6 +21,10 @@ At levels 2 and 3 another job's cost per seed stands in for this one's; where th
 (``uqcal.methods.api.Family.work``: e.g. a few-shot family's episodes, image size and sampling, a BO family's iterations and
 objective evaluations) and both jobs' work is known, the stand-in is scaled by the ratio of the two (its source
 then ends in "scaled by work"): a paper-scale job of 40,000 episodes is not costed as a default one of 2,700.
+Only the part of a job past its process's start-up (``STARTUP_SECONDS``: interpreter, imports, reading the job;
+benchmarks/job_startup.py) scales with work; the start-up is paid once a job. Without this, a smoke job's 3 s
+of start-up over a few seconds of work would cost a paper-scale job at several times its compute. For the same
+reason only the stand-ins of the most work count (``SCALE_FROM_SHARE``).
 """
 
 from __future__ import annotations
@@ -38,15 +44,28 @@ REFERENCE = Path("config") / "reference_costs.yaml"
 # Wall seconds per seed (train) or per job (the others) when nothing of the kind was ever recorded.
 DEFAULT_SECONDS = {"materialise": 10.0, "split": 5.0, "train": 10.0, "aggregate": 2.0, "report": 30.0}
 FALLBACK_SECONDS = 10.0  # a rule not in DEFAULT_SECONDS
+# CPU seconds a train job's process spends before its first seed (interpreter, torch's import, reading its job):
+# 2.1-3.4 s by benchmarks/job_startup.py on this project's 2-core VM (2026-12); paid once a job, whatever its work.
+STARTUP_SECONDS = 3.0
+# Scaling by work uses the stand-ins whose work is at least this share of the largest stand-in's: a smoke job of
+# a thousandth of a default job's work is start-up and bookkeeping, and would scale a paper job by its overheads.
+SCALE_FROM_SHARE = 0.1
 
 
 @dataclass(frozen=True)
 class Cost:
-    """A finished job's wall seconds per unit (a seed of a train job, else the whole job) and its parameters' digest."""
+    """A finished job's CPU seconds per unit (a seed of a train job, else the whole job), its parameters' digest,
+    its units' count and the family's work of one of them."""
 
     seconds_per_unit: float
     params: str | None = None
     work: float | None = None  # the family's work of one seed of the job (None: not stated)
+    units: int = 1  # the seeds it ran (1: not a train job, or not stated)
+
+    @property
+    def compute_seconds(self) -> float:
+        """The job's seconds past its start-up (``STARTUP_SECONDS``): what scales with its work."""
+        return max(self.seconds_per_unit * self.units - STARTUP_SECONDS, 0.0)
 
 
 @dataclass(frozen=True)
@@ -91,14 +110,15 @@ def work_of(rule: str, job_payload) -> float | None:
 
 
 def cost_of_record(record: dict) -> tuple[Job, Cost] | None:
-    """A record's job and cost; None when it states no wall time."""
+    """A record's job and cost (its CPU seconds, else its wall seconds); None when it states neither."""
     try:
         job = Job(record["rule"], tuple(record["key"]))
-        seconds = float(record["resources"]["wall_seconds"])
+        resources = record["resources"]
+        seconds = float(resources["cpu_seconds"] if "cpu_seconds" in resources else resources["wall_seconds"])
     except (KeyError, TypeError, ValueError):
         return None
-    return job, Cost(seconds / units_of(job.rule, record.get("job")), params_digest(record.get("params")),
-                     work_of(job.rule, record.get("job")))
+    units = units_of(job.rule, record.get("job"))
+    return job, Cost(seconds / units, params_digest(record.get("params")), work_of(job.rule, record.get("job")), units)
 
 
 def record_costs(records_dir: str | Path = RECORDS) -> dict[Job, Cost]:
@@ -115,7 +135,8 @@ def record_costs(records_dir: str | Path = RECORDS) -> dict[Job, Cost]:
 
 
 def reference_costs(path: str | Path = REFERENCE) -> dict[Job, list[Cost]]:
-    """The shipped table: ``{"<rule>/<job name>": {<params digest>: seconds per unit, ...}}`` ({} when absent).
+    """The shipped table: ``{"<rule>/<job name>": {<params digest>: [CPU seconds per unit, units], ...}}`` ({} when
+    absent; a bare number is seconds per unit of one unit).
 
     A job may have several entries, one per parameters it was recorded with (the default and the smoke config
     run some jobs of the same name with other epochs or data)."""
@@ -129,7 +150,9 @@ def reference_costs(path: str | Path = REFERENCE) -> dict[Job, list[Cost]]:
     for name, variants in table.items():
         rule, _, rest = name.partition("/")
         found[Job(rule, tuple(rest.split("/")) if rest else ())] = [
-            Cost(float(seconds), None if params == "any" else str(params)) for params, seconds in variants.items()]
+            Cost(float(value[0]), None if params == "any" else str(params), None, int(value[1]))
+            if isinstance(value, list) else Cost(float(value), None if params == "any" else str(params))
+            for params, value in variants.items()]
     return found
 
 
@@ -137,12 +160,14 @@ def write_reference(runs: list[dict[Job, Cost]], path: str | Path = REFERENCE) -
     """Write the costs of one or more finished runs (``record_costs`` of each) as the shipped table."""
     import yaml
 
-    table: dict[str, dict[str, float]] = {}
+    table: dict[str, dict[str, object]] = {}
     for costs in runs:
         for job, cost in sorted(costs.items(), key=lambda item: (item[0].rule, item[0].key)):
             name = f"{job.rule}/{job.name}" if job.key else job.rule
-            table.setdefault(name, {})[cost.params or "any"] = round(cost.seconds_per_unit, 3)
-    header = ("# Wall seconds per seed (train jobs) or per job, by the digest of the parameters the job ran with, from\n"
+            seconds = round(cost.seconds_per_unit, 3)
+            table.setdefault(name, {})[cost.params or "any"] = [seconds, cost.units] if cost.units > 1 else seconds
+    header = ("# CPU seconds per seed (train jobs: [seconds, seeds]) or per job, by the digest of the parameters the\n"
+              "# job ran with, from\n"
               "# finished runs' records: the costs a run falls back on where this checkout has no record of its own\n"
               "# (uqcal.pipeline.progress.estimate). Rewrite with\n"
               "# python -m uqcal.pipeline.progress reference <checkout holding a finished run> [<another> ...]\n")
@@ -183,9 +208,13 @@ def estimate(planned: PlannedJob, book: dict[Job, list[Cost]]) -> Estimate:
         if not stand_ins:
             continue
         scalable = [cost for cost in stand_ins if cost.work and planned.work is not None]
-        if scalable:  # the stand-ins' seconds per work, together (so a job's start-up weighs by its share), times
-            per_work = sum(cost.seconds_per_unit for cost in scalable) / sum(cost.work for cost in scalable)
-            return Estimate(per_work * planned.work * planned.units, f"{name}, scaled by work")
+        if scalable:  # the stand-ins of the most work only: a smoke job's seconds are overheads, not its work's
+            most = max(cost.work * cost.units for cost in scalable)
+            scalable = [cost for cost in scalable if cost.work * cost.units >= SCALE_FROM_SHARE * most]  # the stand-ins' compute seconds per work, together, times this job's work, plus a start-up
+            per_work = (sum(cost.compute_seconds for cost in scalable)
+                        / sum(cost.work * cost.units for cost in scalable))
+            startup = STARTUP_SECONDS if planned.job.rule == "train" else 0.0
+            return Estimate(startup + per_work * planned.work * planned.units, f"{name}, scaled by work")
         return Estimate(statistics.median(cost.seconds_per_unit for cost in stand_ins) * planned.units, name)
     return Estimate(DEFAULT_SECONDS.get(planned.job.rule, FALLBACK_SECONDS) * planned.units, "default")
 
