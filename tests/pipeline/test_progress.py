@@ -188,6 +188,9 @@ def test_end_lines_name_the_report_and_count_the_claims(tmp_path):
     counts = headline.removeprefix("Claims: ").rsplit(" (", 1)[0].split(", ")
     assert set(counts) == {"2 reproduced", "1 contradicted", "1 undecided", "3 not run"}
     assert counts[-1] == "3 not run"
+    # our own checks (a claim's `ours`) are counted apart from the papers' claims
+    write_json(reports / "checks_summary.json", {"rio": {"h": "generalises"}, "qr": {}})
+    assert end_lines(reports)[2] == "Our checks: 1 generalises (1 check of 2 papers)"
 
 
 def test_run_progress_follows_records_and_locks(tmp_path, monkeypatch):

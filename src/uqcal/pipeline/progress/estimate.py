@@ -210,7 +210,8 @@ def estimate(planned: PlannedJob, book: dict[Job, list[Cost]]) -> Estimate:
         scalable = [cost for cost in stand_ins if cost.work and planned.work is not None]
         if scalable:  # the stand-ins of the most work only: a smoke job's seconds are overheads, not its work's
             most = max(cost.work * cost.units for cost in scalable)
-            scalable = [cost for cost in scalable if cost.work * cost.units >= SCALE_FROM_SHARE * most]  # the stand-ins' compute seconds per work, together, times this job's work, plus a start-up
+            scalable = [cost for cost in scalable if cost.work * cost.units >= SCALE_FROM_SHARE * most]
+            # their compute seconds per work, together, times this job's work, plus a start-up
             per_work = (sum(cost.compute_seconds for cost in scalable)
                         / sum(cost.work * cost.units for cost in scalable))
             startup = STARTUP_SECONDS if planned.job.rule == "train" else 0.0

@@ -124,27 +124,33 @@ def parse_line(line: str) -> LoggedLine | None:
 
 
 # ------------------------------------------------------------------------------------------ the end
-def claims_headline(summary: dict[str, dict[str, str]]) -> str:
-    """'9 reproduced, 12 consistent, ..., 22 not run (59 claims of 5 papers)' from the report's claims_summary.json."""
+def claims_headline(summary: dict[str, dict[str, str]], noun: str = "claims") -> str:
+    """'9 reproduced, 12 consistent, ..., 22 not run (59 claims of 5 papers)' from the report's claims_summary.json
+    (or checks_summary.json, ``noun`` "checks")."""
     from uqcal.metrics.replication import VERDICTS
 
     verdicts = [verdict for claims in summary.values() for verdict in claims.values()]
     order = [*VERDICTS, *sorted(set(verdicts) - set(VERDICTS))]
     counts = ", ".join(f"{verdicts.count(v)} {v.replace('_', ' ')}" for v in order if v in verdicts)
-    return f"{counts or 'none'} ({len(verdicts)} claims of {len(summary)} papers)"
+    return f"{counts or 'none'} ({len(verdicts)} {noun if len(verdicts) != 1 else noun[:-1]} of {len(summary)} papers)"
 
 
 def end_lines(report_dir: str | Path = "reports") -> list[str]:
-    """The report's path and the claims' headline, where the run left a report."""
+    """The report's path, the papers' claims' headline and our own checks' (``ours`` claims), where the run left
+    a report."""
     index = Path(report_dir) / "index.html"
     if not index.is_file():
         return []
     lines = [f"Report: {index.as_posix()} ({index.resolve().as_uri()})"]
-    try:
-        summary = json.loads((Path(report_dir) / "claims_summary.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        return lines
-    return [*lines, f"Claims: {claims_headline(summary)}"]
+    for name, label, noun in (("claims_summary.json", "Claims", "claims"),
+                              ("checks_summary.json", "Our checks", "checks")):
+        try:
+            summary = json.loads((Path(report_dir) / name).read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if any(summary.values()):
+            lines.append(f"{label}: {claims_headline(summary, noun)}")
+    return lines
 
 
 # ------------------------------------------------------------------------------------------ watching a run

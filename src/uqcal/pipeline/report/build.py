@@ -528,7 +528,11 @@ def build_reports(
     title = (config.get("report") or {}).get("title", "uqcal reports")
     index = out_dir / "index.html"
     write_text(index, strip_local_paths(index_page(reports, prov, title), roots))
-    write_json(out_dir / "claims_summary.json", {r.family: {c.id: c.verdict for c in r.claims} for r in reports})
+    # The paper's claims and our own checks (a claim's ``ours``) apart: the end-of-run headline counts the papers'.
+    write_json(out_dir / "claims_summary.json",
+               {r.family: {c.id: c.verdict for c in r.claims if not c.ours} for r in reports})
+    write_json(out_dir / "checks_summary.json",
+               {r.family: {c.id: c.verdict for c in r.claims if c.ours} for r in reports})
     return index
 
 
