@@ -18,7 +18,7 @@ ESTIMATORS = {
     "dvi (DropoutVI)": "from uqcal.methods.qr import DropoutVI as E; est = E(random_state=0)",
     "de (DeepEnsemble)": "from uqcal.methods.qr import DeepEnsemble as E; est = E(random_state=0)",
     "de_iso (IsotonicRecalibrated)": "from uqcal.methods.qr import DeepEnsemble, IsotonicRecalibrated as E; "
-                                     "est = E(base=DeepEnsemble(random_state=0), fit_on='calibration', random_state=0)",
+                                     "est = E(base=DeepEnsemble(random_state=0), fit_on='train', random_state=0)",
     "nn_iso (IsotonicOnValidation)": "from uqcal.methods.rio import RioNetwork; from uqcal.methods.arena import "
                                      "IsotonicOnValidation as E; est = E(base=RioNetwork(random_state=0), random_state=0)",
     "nn_vs (VarianceScaling)": "from uqcal.methods.rio import RioNetwork; from uqcal.methods.arena import "
