@@ -105,6 +105,8 @@ def test_quantile_predictive_is_skpros_histogram_qpd_and_both_score_the_same():
     for level in ("05", "50", "95"):
         assert theirs[f"pinball_{int(level) / 100}"] == pytest.approx(ours[f"pinball_loss_{level}"], rel=0, abs=5e-5)
     assert theirs["coverage_90"] == ours["coverage_90"]
+    lower, upper = prediction.interval(0.9)
+    assert theirs["width_90"] == pytest.approx(float(np.mean(upper - lower)), rel=0, abs=1e-4)  # two bounds rounded
     # The same CDF between the outer quantiles.
     inside = (y > prediction.quantiles[:, 0]) & (y < prediction.quantiles[:, -1])
     with warnings.catch_warnings():
