@@ -183,3 +183,14 @@ def test_kinds_without_a_faithful_counterpart_are_refused_by_name():
         to_skpro(QuantilePredictive([0.1, 0.5, 0.9], [[0.0, 0.0, 1.0]]))
     with pytest.raises(TypeError, match="Laplace"):
         from_skpro(Laplace(mu=np.zeros((3, 1)), scale=np.ones((3, 1))))
+    from skpro.distributions import Mixture, Normal, TruncatedNormal
+
+    two = [Normal(mu=np.zeros((3, 1)), sigma=np.ones((3, 1))), Normal(mu=np.ones((3, 1)), sigma=np.ones((3, 1)))]
+    with pytest.raises(TypeError, match="TruncatedNormal pieces"):
+        from_skpro(Mixture(two))
+    halves = [TruncatedNormal(mu=np.full((3, 1), m), sigma=np.ones((3, 1)), l_trunc=np.full((3, 1), lo),
+                              r_trunc=np.full((3, 1), hi)) for m, lo, hi in ((0.0, -np.inf, 0.0), (1.0, 0.0, np.inf))]
+    with pytest.raises(ValueError, match="not one normal"):
+        from_skpro(Mixture(halves))  # two different normals: no isotonic recalibration of one
+    with pytest.raises(ValueError, match="one-column"):
+        from_skpro(Normal(mu=np.zeros((3, 2)), sigma=np.ones((3, 2))))

@@ -204,10 +204,9 @@ def _recalibrated_from_skpro(distribution) -> RecalibratedPredictive:
                       and np.allclose(_column(p.sigma, distribution), sigma, rtol=0, atol=_LEVEL_TOLERANCE) for p in pieces)
     levels = ndtr((np.column_stack([lower, upper[:, -1:]]) - mu[:, None]) / sigma[:, None])  # (n, K + 1)
     neighbours = np.allclose(lower[:, 1:], upper[:, :-1], rtol=0, atol=_LEVEL_TOLERANCE)
-    if not (same_normal and neighbours and np.all(np.abs(levels - levels[:1]) <= _LEVEL_TOLERANCE)
-            and levels[0, 0] == 0.0 and levels[0, -1] == 1.0):
-        raise ValueError("from_skpro: the Mixture's TruncatedNormal pieces are not one normal cut at the same levels in "
-                         "every row, from -inf to +inf (an isotonic recalibration, to_skpro's form)")
+    if not (same_normal and neighbours and np.all(np.abs(levels - levels[:1]) <= _LEVEL_TOLERANCE)):
+        raise ValueError("from_skpro: the Mixture's TruncatedNormal pieces are not one normal cut into neighbouring "
+                         "pieces at the same levels in every row (an isotonic recalibration, to_skpro's form)")
     weights = np.ones(len(pieces)) if distribution.weights is None else np.asarray(distribution.weights, dtype=np.float64)
     weights = weights / weights.sum()
     recalibration = MonotoneMap(levels[0], np.concatenate([[0.0], np.cumsum(weights)]))
