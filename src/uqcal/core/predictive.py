@@ -12,9 +12,7 @@ plots take. numpy and scipy only (the base install).
 Every constructor validates its arrays and names the bad one. Every regression predictive has ``cdf``, ``ppf``,
 ``pit``, ``interval`` and ``point``; ``logpdf``, ``crps`` and ``var`` where its distribution defines them (a
 ``QuantilePredictive`` knows no density or variance, only its quantiles: its ``crps`` is the quantile-score
-integral over its levels). ``uqcal.metrics.all_metrics`` scores any of them; ``uqcal.core.interop`` converts the
-regression ones to skpro's distributions and back (Normal, HistogramQPD, a Mixture of TruncatedNormal pieces for
-an isotonic recalibration; the others are refused by name).
+integral over its levels). ``uqcal.metrics.all_metrics`` scores any of them.
 """
 
 from __future__ import annotations
