@@ -6,12 +6,20 @@ score, pinball loss, Brier score, miscalibration area) against hand-computed cas
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from scipy import integrate, stats
 
 from uqcal import metrics as M
-from uqcal.core.predictive import GaussianPredictive, QuantilePredictive
+from uqcal.core.predictive import (
+    CategoricalPredictive,
+    GaussianPredictive,
+    Predictive,
+    QuantilePredictive,
+    RegressionPredictive,
+)
 from uqcal.core.recalibration import IsotonicRecalibrator
 from uqcal.metrics import all_metrics
 
@@ -160,3 +168,66 @@ def test_miscalibration_area_by_hand_and_against_uncertainty_toolbox():
         y = mean + rng.normal(size=500)
         ours = M.miscalibration_area(stats.norm.cdf(y, mean, std))
         assert ours == pytest.approx(uct.metrics_calibration.miscalibration_area(mean, std, y), abs=1e-12)
+
+
+# ------------------------------------------------------------------------ all_metrics on every predictive kind
+# Regression predictive classes that all_metrics is not asked to score, each with the reason.
+NOT_A_LIBRARY_PREDICTIVE = {
+    "RegressionPredictive": "the abstract base of the regression predictives",
+    "StoredPIT": "the report's holder of a run's stored PIT values for a calibration curve (uqcal.pipeline.report)",
+}
+
+
+def _every_predictive_kind():
+    """(prediction, y) of every predictive kind the library builds, by name."""
+    from uqcal.core.recalibration import TemperatureScaling, VarianceScaling
+    from uqcal.methods.metareg.predictive import GmmCalibratedPredictive, GridQuantilePredictive
+
+    rng = np.random.default_rng(10)
+    n = 60
+    mean, std = rng.normal(size=n), rng.uniform(0.3, 1.0, n)
+    y = mean + rng.normal(size=n)
+    gaussian = GaussianPredictive(mean, std)
+    levels = np.linspace(0.05, 0.95, 19)
+    quantiles = QuantilePredictive(levels, mean[:, None] + std[:, None] * stats.norm.ppf(levels))
+    isotonic = IsotonicRecalibrator().fit(gaussian, y)
+    grid = (np.arange(199) + 0.5) / 199
+    probs = rng.dirichlet(np.ones(3), size=n)
+    probs[:, 0] = np.where(rng.uniform(size=n) < 0.2, 0.0, probs[:, 0])  # exact zeros (GaussianNB's kind)
+    probs /= probs.sum(axis=1, keepdims=True)
+    labels = rng.integers(0, 3, n)
+    return {
+        "gaussian": (gaussian, y),
+        "variance_scaled": (VarianceScaling().fit(gaussian, y).transform(gaussian), y),
+        "quantile": (quantiles, y),
+        "isotonic_recalibrated": (isotonic.transform(gaussian), y),
+        "isotonic_recalibrated_floored": (dataclasses.replace(isotonic.transform(gaussian), logpdf_floor=-20.0), y),
+        "isotonic_recalibrated_quantile": (IsotonicRecalibrator().fit(quantiles, y).transform(quantiles), y),
+        "gmm_calibrated": (GmmCalibratedPredictive(gaussian, isotonic.map_, isotonic.map_.inverse,
+                                                   density_map=isotonic.map_.derivative), y),
+        "grid_quantile": (GridQuantilePredictive(grid, mean[:, None] + std[:, None] * stats.norm.ppf(grid)), y),
+        "categorical": (CategoricalPredictive(probs), labels),
+        "temperature_scaled": (TemperatureScaling().fit(CategoricalPredictive(probs), labels)
+                               .transform(CategoricalPredictive(probs)), labels),
+    }
+
+
+def _subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def test_all_metrics_is_finite_for_every_predictive_kind_the_library_builds():
+    import uqcal.methods.metareg.predictive  # noqa: F401  (registers its subclasses)
+    import uqcal.pipeline.report.figures.calibration  # noqa: F401
+
+    kinds = _every_predictive_kind()
+    for name, (prediction, y) in kinds.items():
+        metrics = all_metrics(prediction, y)
+        assert metrics and all(np.isfinite(v) for v in metrics.values()), (name, metrics)
+        if isinstance(prediction, RegressionPredictive) and "quantile" not in name:  # full support: every score
+            assert {"crps", "nlpd", "sharpness_variance", "coverage_90", "interval_score_90"} <= set(metrics), name
+    covered = {type(prediction) for prediction, _ in kinds.values()}
+    for cls in (c for c in _subclasses(Predictive) if c.__module__.startswith("uqcal.")):  # not tests' own
+        assert cls in covered or cls.__name__ in NOT_A_LIBRARY_PREDICTIVE, f"{cls.__name__}: no case above"
