@@ -43,12 +43,31 @@ def _stack(episodes: list[Episodes]) -> tuple[torch.Tensor, ...]:
     return tuple(torch.stack([getattr(e, name) for e in episodes]) for name in ("xs", "ys", "xq", "yq"))
 
 
+def vmapped_seed_losses(template: nn.Module, loss_fn):
+    """The default ``seed_losses``: ``loss_fn`` of every seed, torch.func.vmap over functional_call of the
+    template (a model on the meta device) with each seed's slice of the stacked parameters."""
+    wrapper = _EpisodeLoss(template, loss_fn)
+
+    def seed_loss(seed_params, seed_buffers, xs, ys, xq, yq):
+        return functional_call(wrapper, ({f"model.{n}": v for n, v in seed_params.items()},
+                                         {f"model.{n}": v for n, v in seed_buffers.items()}), (xs, ys, xq, yq))
+
+    batched = vmap(seed_loss)
+
+    def seed_losses(stacked: dict, buffers: dict, episodes: list[Episodes]) -> torch.Tensor:
+        return batched(stacked, buffers, *_stack(episodes))
+
+    return seed_losses
+
+
 def meta_train_batch(models: list[nn.Module], loss_fn, datas: list[EpisodeData], params: dict,
                      generators: list[torch.Generator], log: logging.Logger | None = None,
-                     names: list[str] | None = None) -> list[dict]:
+                     names: list[str] | None = None, seed_losses=None) -> list[dict]:
     """``meta_train`` (same schedule, stopping rule and statistics) for K seeds at once; ``models`` are loaded
     with each seed's final (best) state. The seeds' data must agree in the number of meta-training tasks,
     N_S, N_Q and features (``batchable``). No mid-training checkpoints (the batch is one short job).
+    ``seed_losses(template)``: makes the function of (stacked parameters, stacked buffers, one Episodes per
+    seed) -> each seed's loss (K,); None: ``vmapped_seed_losses``.
 
     Returns
     -------
@@ -62,13 +81,14 @@ def meta_train_batch(models: list[nn.Module], loss_fn, datas: list[EpisodeData],
     first = datas[0]
     n_tasks = len(first.train_tasks)
     batch = min(params["batch_tasks"], n_tasks)
-    template = _EpisodeLoss(copy.deepcopy(models[0]).to("meta"), loss_fn)
+    template = copy.deepcopy(models[0]).to("meta")
+    batched_loss = (seed_losses or (lambda t: vmapped_seed_losses(t, loss_fn)))(template)
+    validator = _EpisodeLoss(template, loss_fn)
 
-    def seed_loss(seed_params, seed_buffers, xs, ys, xq, yq):
-        return functional_call(template, ({f"model.{n}": v for n, v in seed_params.items()},
-                                          {f"model.{n}": v for n, v in seed_buffers.items()}), (xs, ys, xq, yq))
-
-    batched_loss = vmap(seed_loss)
+    def seed_loss(seed_params, seed_buffers, episodes: Episodes):  # one seed's loss, the per-seed path's ops
+        return functional_call(validator, ({f"model.{n}": v for n, v in seed_params.items()},
+                                           {f"model.{n}": v for n, v in seed_buffers.items()}),
+                               (episodes.xs, episodes.ys, episodes.xq, episodes.yq))
     stacked, buffers = stack_module_state(models)  # leaves (K, ...), each seed's slice its model's tensors
     optimiser = torch.optim.Adam(stacked.values(), lr=params["lr"])
     stoppers = [early_stopping(params) for _ in models]
@@ -110,7 +130,7 @@ def meta_train_batch(models: list[nn.Module], loss_fn, datas: list[EpisodeData],
             episodes = [datas[active[s]].sample(orders[s][lo : lo + batch], first.n_support, first.n_query,
                                                 generators[active[s]]) for s in slots]
             optimiser.zero_grad()
-            losses = batched_loss(*_subset(stacked, buffers, slots, len(active)), *_stack(episodes))
+            losses = batched_loss(*_subset(stacked, buffers, slots, len(active)), episodes)
             finite = torch.isfinite(losses)
             for s, ok in zip(slots, finite.tolist(), strict=True):
                 if not ok:  # as meta_train: never step on a broken loss; the best state is restored below
@@ -133,8 +153,7 @@ def meta_train_batch(models: list[nn.Module], loss_fn, datas: list[EpisodeData],
                 with torch.no_grad():
                     val_params = {n: v[slot] for n, v in stacked.items()}
                     val_buffers = {n: v[slot] for n, v in buffers.items()}
-                    val = float(seed_loss(val_params, val_buffers, data.val.xs, data.val.ys, data.val.xq,
-                                          data.val.yq))
+                    val = float(seed_loss(val_params, val_buffers, data.val))
                 if math.isfinite(val):
                     stopped = stoppers[i].update(steps[i], val, seed_state(slot))
                 else:
@@ -181,6 +200,8 @@ class SeedBatchedTraining:
     control flow on tensors, no random draws in training): ``train_batch(ctxs)`` meta-trains a job's seeds as
     one batched model (``meta_train_batch``) and saves each seed's outputs as ``train(ctx)`` does."""
 
+    seed_losses = None  # a method's own ``seed_losses(template)`` for meta_train_batch; None: vmapped
+
     def train_batch(self, ctxs: list[RunContext]) -> None:
         torch.set_num_threads(int(ctxs[0].config.get("torch_threads", 1) or 1))
         runs = []
@@ -197,7 +218,8 @@ class SeedBatchedTraining:
                 self.train(ctx)
             return
         stats = meta_train_batch([r[4] for r in runs], self.loss, [r[2] for r in runs], self.params,
-                                 [r[3] for r in runs], ctxs[0].log, [f"{ctx.method} seed {ctx.seed}" for ctx in ctxs])
+                                 [r[3] for r in runs], ctxs[0].log, [f"{ctx.method} seed {ctx.seed}" for ctx in ctxs],
+                                 self.seed_losses)
         for (ctx, arrays, data, _, model), seed_stats in zip(runs, stats, strict=True):
             self.runtime = ctx.runtime
             self.data_, self.model_, self.fit_stats_, self.fitted_ = data, model, seed_stats, True

@@ -15,7 +15,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from uqcal.core.gp.exact import batched_gp_posterior, squared_distances
+from torch.func import functional_call, vmap
+
 from uqcal.methods.api import UNIT_INTERVAL_OPEN, Bound
+from uqcal.methods.metareg.batched import SeedBatchedTraining
 from uqcal.methods.metareg.episodes import (
     EpisodeData,
     Episodes,
@@ -186,11 +189,55 @@ class DeepKernelGP(nn.Module):
         if also_at_support:  # targets [query, support]: k(support, support) is K's noise-free first block
             K_sq = torch.cat([K_sq, K[..., :n_support]], -1)
             m_q = torch.cat([m_q, m_s], -1)
-        k_qq = (scale + self.beta).expand(K_sq.shape[0], K_sq.shape[-1])
+        k_qq = (scale + self.beta).reshape(-1, 1).expand(K_sq.shape[0], K_sq.shape[-1])  # () or (B, 1, 1)
         return batched_gp_posterior(K_ss, K_sq, k_qq, ys, m_s, m_q)
 
 
-class MetaCal(EpisodicMetaMethod):
+class _SeedStackedGP:
+    """K seeds' DeepKernelGPs as one model of K * B episodes, seed-major (``MetaCal.seed_losses``): DeepKernelGP's
+    own formulas (borrowed below), each seed's parameters repeated for its B episodes and shaped to broadcast
+    per episode, its networks vmapped over the seeds. The GP algebra (Eqs. 3-5, the Cholesky with its jitter
+    retries) then runs on the K * B episodes as on one seed's B."""
+
+    beta = DeepKernelGP.beta
+    sigma = DeepKernelGP.sigma
+    alpha = DeepKernelGP.alpha
+    outputscale = DeepKernelGP.outputscale
+    embed = DeepKernelGP.embed
+    prior_mean = DeepKernelGP.prior_mean
+    posterior = DeepKernelGP.posterior
+
+    # per-episode shapes of the scalar parameters: (K*B, 1, 1) where they scale (B, S, N) blocks, (K*B, 1)
+    # where they scale (B, M) rows; the ARD lengthscale (K*B, 1, D)
+    _SHAPES = {"raw_beta": (1, 1), "raw_sigma2": (1, 1), "raw_outputscale": (1, 1), "raw_alpha": (1,),
+               "constant_mean": (1,), "raw_lengthscale": (1, -1)}
+
+    def __init__(self, template: DeepKernelGP, stacked: dict, buffers: dict, n_seeds: int, batch: int):
+        self.n_seeds = n_seeds
+        self.fixed_alpha = template.fixed_alpha
+        for name, shape in self._SHAPES.items():
+            value = stacked.get(name)
+            if value is not None:
+                value = value.repeat_interleave(batch, 0).reshape(n_seeds * batch, *shape)
+            setattr(self, name, value)
+        self.encoder = self._network(template.encoder, "encoder.", stacked, buffers)
+        self.mean_fn = self._network(template.mean_fn, "mean_fn.", stacked, buffers)
+
+    def _network(self, module, prefix: str, stacked: dict, buffers: dict):
+        if module is None:
+            return None
+        params = {n[len(prefix):]: v for n, v in stacked.items() if n.startswith(prefix)}
+        bufs = {n[len(prefix):]: v for n, v in buffers.items() if n.startswith(prefix)}
+        per_seed = vmap(lambda p, b, x: functional_call(module, (p, b), (x,)))
+
+        def apply(x):  # (K*B, N, D) -> (K*B, N, out): each seed's network on its own B episodes
+            out = per_seed(params, bufs, x.reshape(self.n_seeds, -1, *x.shape[1:]))
+            return out.reshape(-1, *out.shape[2:])
+
+        return apply
+
+
+class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
     """The meta-calibrated deep-kernel GP (Iwata & Kumagai, Alg. 1) and its relatives: ``fit(tasks)`` meta-learns
     the encoder g, the mean mu, beta, sigma^2 and alpha; ``predict`` adapts the GP to a task's support set
     (Eqs. 4-5) and calibrates its CDF with the support points' GMM (Eqs. 7-9).
@@ -330,6 +377,19 @@ class MetaCal(EpisodicMetaMethod):
         lam = float(self.params["lam"])
         mse = ((f - episodes.yq) ** 2).mean(-1)
         return lam * mse + (1.0 - lam) * calibration_loss_per_episode(h)  # Eq. (11), arguments as intended
+
+    def seed_losses(self, template: DeepKernelGP):
+        """Each seed's training loss (K,) for ``meta_train_batch``: the seeds' episodes folded into one batch of
+        K * B episodes (the Cholesky's jitter retries are data-dependent Python control flow, which vmap
+        cannot batch), each seed's loss the mean over its own B episodes, as ``loss``."""
+
+        def losses(stacked: dict, buffers: dict, episodes: list[Episodes]) -> torch.Tensor:
+            n_seeds, batch = len(episodes), len(episodes[0])
+            folded = Episodes(*(torch.cat([getattr(e, name) for e in episodes]) for name in ("xs", "ys", "xq", "yq")))
+            model = _SeedStackedGP(template, stacked, buffers, n_seeds, batch)
+            return self.episode_losses(model, folded).reshape(n_seeds, batch).mean(1)
+
+        return losses
 
     # ---- prediction ----------------------------------------------------------------------------------
     @torch.no_grad()
