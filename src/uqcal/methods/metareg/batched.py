@@ -202,8 +202,16 @@ class SeedBatchedTraining:
 
     seed_losses = None  # a method's own ``seed_losses(template)`` for meta_train_batch; None: vmapped
 
+    def seed_batchable(self) -> bool:
+        """Whether this configuration's seeds train batched (a method whose training amplifies rounding to
+        visible differences says False: its seeds then train one after another, as ``train``)."""
+        return True
+
     def train_batch(self, ctxs: list[RunContext]) -> None:
         torch.set_num_threads(int(ctxs[0].config.get("torch_threads", 1) or 1))
+        if not self.seed_batchable():
+            self._train_each(ctxs)
+            return
         runs = []
         for ctx in ctxs:  # each seed's draws before training, in fit's order: data, generator, initial weights
             self.runtime, self.checkpoint = ctx.runtime, None
@@ -213,9 +221,7 @@ class SeedBatchedTraining:
             model = self.build(data).to(device=data.device, dtype=data.dtype)
             runs.append((ctx, arrays, data, generator, model))
         if not _batchable(ctxs, [r[2] for r in runs]):
-            for ctx in ctxs:  # the per-seed path, as the pipeline's train_one runs it
-                ctx.seed_everything()
-                self.train(ctx)
+            self._train_each(ctxs)
             return
         stats = meta_train_batch([r[4] for r in runs], self.loss, [r[2] for r in runs], self.params,
                                  [r[3] for r in runs], ctxs[0].log, [f"{ctx.method} seed {ctx.seed}" for ctx in ctxs],
@@ -224,6 +230,11 @@ class SeedBatchedTraining:
             self.runtime = ctx.runtime
             self.data_, self.model_, self.fit_stats_, self.fitted_ = data, model, seed_stats, True
             self._save_run(ctx, arrays)
+
+    def _train_each(self, ctxs: list[RunContext]) -> None:
+        for ctx in ctxs:  # the per-seed path, as the pipeline's train_one runs it
+            ctx.seed_everything()
+            self.train(ctx)
 
 
 def _batchable(ctxs: list[RunContext], datas: list[EpisodeData]) -> bool:
