@@ -102,7 +102,22 @@ def _toy_data(seed: int):
 def test_a_seed_that_stops_leaves_the_batch_and_the_others_go_on_as_alone(estimator):
     """Several Adam steps an epoch (12 tasks, batches of 4) and seeds stopping at different steps: the batch
     drops a stopped seed's slices (parameters and Adam moments); every seed ends as ``meta_train`` alone."""
+    _assert_batch_equals_alone(estimator, [_toy_data(seed) for seed in range(3)], different_steps=True)
+
+
+@pytest.mark.parametrize("estimator", [NeuralProcess(epochs=20, eval_every=3, patience=24, batch_tasks=4, lr=3e-3),
+                                       MetaCal(epochs=20, eval_every=3, patience=15, batch_tasks=4, lr=3e-3)],
+                         ids=["np", "metacal"])
+def test_a_seed_with_a_non_finite_loss_stops_alone_in_the_batch(estimator):
+    """One seed's loss turns NaN in its first epoch (a task of NaN targets): it steps no more and keeps its best
+    state, as alone; the other seeds are untouched."""
     datas = [_toy_data(seed) for seed in range(3)]
+    datas[1].train_y[3] = float("nan")
+    stats = _assert_batch_equals_alone(estimator, datas, different_steps=True)
+    assert [s["fit_failures"] for s in stats] == [0, 1, 0]
+
+
+def _assert_batch_equals_alone(estimator, datas, different_steps: bool) -> list[dict]:
     models = []
     for seed, data in enumerate(datas):
         torch.manual_seed(seed)
@@ -113,10 +128,11 @@ def test_a_seed_that_stops_leaves_the_batch_and_the_others_go_on_as_alone(estima
     stats_batch = meta_train_batch(models, estimator.loss, datas, estimator.params,
                                    [torch.Generator().manual_seed(s) for s in range(3)],
                                    seed_losses=getattr(estimator, "seed_losses", None))
-    assert len({s["steps_run"] for s in stats_alone}) > 1  # the case this test is for
+    assert not different_steps or len({s["steps_run"] for s in stats_alone}) > 1  # the case this test is for
     for a, b, model_a, model_b in zip(stats_alone, stats_batch, alone, models, strict=True):
         assert {k: a[k] for k in ("steps_run", "epochs_run", "best_step")} == \
             {k: b[k] for k in ("steps_run", "epochs_run", "best_step")}
         assert math.isclose(a["best_val_loss"], b["best_val_loss"], rel_tol=RTOL)
         for name, value in model_a.state_dict().items():
             torch.testing.assert_close(model_b.state_dict()[name], value, rtol=RTOL, atol=RTOL)
+    return stats_batch
