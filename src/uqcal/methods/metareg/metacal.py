@@ -246,6 +246,12 @@ class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
     fixed one in [0, 1]; ``split_support``: half the support set adapts, half calibrates; ``kernel_net`` /
     ``mean_net``: the encoder g and the neural mean (False: ARD inputs, a constant mean).
 
+    ``train_batch`` trains a pipeline job's seeds as one model of K * B episodes (``seed_losses``); every seed's
+    predictions and metrics equal its own run's within rel 1e-6 (float64; only reduction orders differ, which
+    training amplifies to at most ~1e-7 on the default jobs; tests/methods/metareg/test_batched_seeds.py).
+    A Cholesky jitter retry (never seen in float64: K + beta I with beta >= 1e-6) would jitter every seed's
+    matrices, not one seed's. MDKL's seeds train one after another (``seed_batchable``).
+
     Parameters
     ----------
     params : dict, optional
