@@ -87,6 +87,8 @@ def test_the_variants_whose_training_amplifies_rounding_train_their_seeds_one_by
     assert not MetaCal().seed_batchable()  # metacal
     assert not MetaCal(objective="nll", calibration="none").seed_batchable()  # mdkl
     assert NeuralProcess().seed_batchable()
+    # the train step's hook (uqcal.pipeline.steps.train) batches only where train_batch is callable
+    assert callable(NeuralProcess().train_batch) and MetaCal().train_batch is None
 
 
 def _toy_data(seed: int):

@@ -204,14 +204,17 @@ class SeedBatchedTraining:
 
     def seed_batchable(self) -> bool:
         """Whether this configuration's seeds train batched (a method whose training amplifies rounding to
-        visible differences says False: its seeds then train one after another, as ``train``)."""
+        visible differences says False: its seeds then train one after another, as ``train`` does)."""
         return True
 
-    def train_batch(self, ctxs: list[RunContext]) -> None:
+    @property
+    def train_batch(self):
+        """``train_batch(ctxs)`` where ``seed_batchable``, else None: the pipeline then trains the seeds one by one
+        (uqcal.pipeline.steps.train), each kept for a resumed run as soon as it is done."""
+        return self._train_batch if self.seed_batchable() else None
+
+    def _train_batch(self, ctxs: list[RunContext]) -> None:
         torch.set_num_threads(int(ctxs[0].config.get("torch_threads", 1) or 1))
-        if not self.seed_batchable():
-            self._train_each(ctxs)
-            return
         runs = []
         for ctx in ctxs:  # each seed's draws before training, in fit's order: data, generator, initial weights
             self.runtime, self.checkpoint = ctx.runtime, None
