@@ -65,7 +65,7 @@ def meta_train_batch(models: list[nn.Module], loss_fn, datas: list[EpisodeData],
                      names: list[str] | None = None, seed_losses=None) -> list[dict]:
     """``meta_train`` (same schedule, stopping rule and statistics) for K seeds at once; ``models`` are loaded
     with each seed's final (best) state. The seeds' data must agree in the number of meta-training tasks,
-    N_S, N_Q and features (``batchable``). No mid-training checkpoints (the batch is one short job).
+    N_S, N_Q and features (``_batchable``). No mid-training checkpoints (the batch is one short job).
     ``seed_losses(template)``: makes the function of (stacked parameters, stacked buffers, one Episodes per
     seed) -> each seed's loss (K,); None: ``vmapped_seed_losses``.
 
@@ -89,6 +89,7 @@ def meta_train_batch(models: list[nn.Module], loss_fn, datas: list[EpisodeData],
         return functional_call(validator, ({f"model.{n}": v for n, v in seed_params.items()},
                                            {f"model.{n}": v for n, v in seed_buffers.items()}),
                                (episodes.xs, episodes.ys, episodes.xq, episodes.yq))
+
     stacked, buffers = stack_module_state(models)  # leaves (K, ...), each seed's slice its model's tensors
     optimiser = torch.optim.Adam(stacked.values(), lr=params["lr"])
     stoppers = [early_stopping(params) for _ in models]
