@@ -8,6 +8,7 @@ none), ``mix`` (learned alpha | a fixed alpha), ``split_support``, ``kernel_net`
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -388,14 +389,32 @@ class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
         batch's different reduction order (rel 1e-15 at step 10): MDKL's validation loss differs by 1e-3 by step
         200 (x10 per ~10 steps), and metacal's grows slowly (1e-8 by step 860) but then jumps (ozone/ns20 seed
         3: 7e-3 at step 910, another best step, metrics up to 48 % apart), so their seeds train one after
-        another, as ``train`` (tests/methods/metareg/test_batched_seeds.py)."""
+        another, as ``train`` (tests/methods/metareg/test_batched_seeds.py).
+
+        Returns
+        -------
+        bool
+            True for the GP baseline's parameters (``objective="nll"``, neither ``kernel_net`` nor ``mean_net``).
+        """
         p = self.params
         return p["objective"] == "nll" and not (p["kernel_net"] or p["mean_net"])
 
-    def seed_losses(self, template: DeepKernelGP):
+    def seed_losses(self, template: DeepKernelGP) -> Callable[[dict, dict, list[Episodes]], torch.Tensor]:
         """Each seed's training loss (K,) for ``meta_train_batch``: the seeds' episodes folded into one batch of
         K * B episodes (the Cholesky's jitter retries are data-dependent Python control flow, which vmap
-        cannot batch), each seed's loss the mean over its own B episodes, as ``loss``."""
+        cannot batch), each seed's loss the mean over its own B episodes, as ``loss``.
+
+        Parameters
+        ----------
+        template : DeepKernelGP
+            The seeds' architecture, on the meta device (its networks run each seed's stacked parameters).
+
+        Returns
+        -------
+        callable
+            ``losses(stacked, buffers, episodes)``: the stacked parameters and buffers ({name: (K, ...)}) and
+            one Episodes of B per seed -> the K losses.
+        """
 
         def losses(stacked: dict, buffers: dict, episodes: list[Episodes]) -> torch.Tensor:
             n_seeds, batch = len(episodes), len(episodes[0])
