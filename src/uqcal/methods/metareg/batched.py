@@ -62,12 +62,13 @@ def vmapped_seed_losses(template: nn.Module, loss_fn):
 
 def meta_train_batch(models: list[nn.Module], loss_fn, datas: list[EpisodeData], params: dict,
                      generators: list[torch.Generator], log: logging.Logger | None = None,
-                     names: list[str] | None = None, seed_losses=None) -> list[dict]:
+                     names: list[str] | None = None, seed_losses=None, progress=None) -> list[dict]:
     """``meta_train`` (same schedule, stopping rule and statistics) for K seeds at once; ``models`` are loaded
     with each seed's final (best) state. The seeds' data must agree in the number of meta-training tasks,
     N_S, N_Q and features (``_batchable``). No mid-training checkpoints (the batch is one short job).
     ``seed_losses(template)``: makes the function of (stacked parameters, stacked buffers, one Episodes per
-    seed) -> each seed's loss (K,); None: ``vmapped_seed_losses``.
+    seed) -> each seed's loss (K,); None: ``vmapped_seed_losses``. ``progress(iterable, total, desc)``: reports
+    the epochs (a Runtime's), or None.
 
     Returns
     -------
@@ -118,7 +119,8 @@ def meta_train_batch(models: list[nn.Module], loss_fn, datas: list[EpisodeData],
         stacked, optimiser = new, new_optimiser
         buffers = {n: v[index] for n, v in buffers.items()}
 
-    for epoch in range(params["epochs"]):
+    epochs = range(params["epochs"])
+    for epoch in progress(epochs, total=len(epochs), desc=f"meta-train {k} seeds") if progress else epochs:
         if not active:
             break
         template.train()
@@ -229,7 +231,7 @@ class SeedBatchedTraining:
             return
         stats = meta_train_batch([r[4] for r in runs], self.loss, [r[2] for r in runs], self.params,
                                  [r[3] for r in runs], ctxs[0].log, [f"{ctx.method} seed {ctx.seed}" for ctx in ctxs],
-                                 self.seed_losses)
+                                 self.seed_losses, ctxs[0].runtime.progress)
         for (ctx, arrays, data, _, model), seed_stats in zip(runs, stats, strict=True):
             self.runtime = ctx.runtime
             self.data_, self.model_, self.fit_stats_, self.fitted_ = data, model, seed_stats, True
