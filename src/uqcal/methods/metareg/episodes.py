@@ -470,6 +470,15 @@ class MetaRegMethod(Method):
             n_support = len(validation[0][1]) if validation else DEFAULT_N_SUPPORT
         if n_query is None:
             n_query = len(validation[0][3]) if validation else DEFAULT_N_QUERY
+        data, generator = self._fit_data(tasks, validation, n_support, n_query)
+        self.data_ = data
+        self.model_, self.fit_stats_ = self._train_model(data, generator)
+        self.fitted_ = True
+        return self
+
+    def _fit_data(self, tasks, validation, n_support: int, n_query: int) -> tuple[EpisodeData, torch.Generator]:
+        """``fit``'s draws before training, in its order: the task subset, then the seed of torch's global stream
+        (initial weights) and of the episode generator."""
         self.runtime.seed_everything()
         keep = choose_tasks(len(tasks), self.params.get("max_train_tasks"), self.runtime.rng(1))
         data = EpisodeData.from_tasks([tasks[i] for i in keep], validation, n_support=n_support, n_query=n_query,
@@ -477,10 +486,7 @@ class MetaRegMethod(Method):
         seed = int(self.runtime.rng(2).integers(0, 2**31 - 1))
         torch.manual_seed(seed)
         generator = torch.Generator(device="cpu").manual_seed(seed)  # CPU draws, moved: one stream per seed
-        self.data_ = data
-        self.model_, self.fit_stats_ = self._train_model(data, generator)
-        self.fitted_ = True
-        return self
+        return data, generator
 
     def predict(self, X_support, y_support, X_query):
         """The predictive distribution of the query points ``X_query`` (Q, D) of one task, adapted to its
@@ -532,10 +538,19 @@ class MetaRegMethod(Method):
     def train(self, ctx: RunContext) -> None:
         torch.set_num_threads(int(ctx.config.get("torch_threads", 1) or 1))
         self.runtime, self.checkpoint = ctx.runtime, ctx.checkpoint()
+        arrays = self._run_arrays(ctx)
+        self.fit(arrays["tasks"], arrays["validation"], n_support=arrays["n_support"], n_query=arrays["n_query"])
+        self._save_run(ctx, arrays)
+
+    @staticmethod
+    def _run_arrays(ctx: RunContext) -> dict:
         arrays = load_arrays(ctx)
         if arrays["n_support"] is None or not arrays["validation"]:
             raise ValueError(f"{ctx.split_path}: a metareg split needs n_support and val_episodes")
-        self.fit(arrays["tasks"], arrays["validation"], n_support=arrays["n_support"], n_query=arrays["n_query"])
+        return arrays
+
+    def _save_run(self, ctx: RunContext, arrays: dict) -> None:
+        """Predict the run's test episodes with the fitted model and save the run's outputs."""
         start = time.perf_counter()
         predictions = self.predict_tasks(arrays["test"])
         stats = {**self.fit_stats_, "predict_seconds_per_task": (time.perf_counter() - start) / len(predictions)}

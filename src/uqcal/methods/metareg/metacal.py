@@ -8,14 +8,17 @@ none), ``mix`` (learned alpha | a fixed alpha), ``split_support``, ``kernel_net`
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import torch
 from torch import nn
+from torch.func import functional_call, vmap
 from torch.nn import functional as F
 
 from uqcal.core.gp.exact import batched_gp_posterior, squared_distances
 from uqcal.methods.api import UNIT_INTERVAL_OPEN, Bound
+from uqcal.methods.metareg.batched import SeedBatchedTraining
 from uqcal.methods.metareg.episodes import (
     EpisodeData,
     Episodes,
@@ -186,11 +189,55 @@ class DeepKernelGP(nn.Module):
         if also_at_support:  # targets [query, support]: k(support, support) is K's noise-free first block
             K_sq = torch.cat([K_sq, K[..., :n_support]], -1)
             m_q = torch.cat([m_q, m_s], -1)
-        k_qq = (scale + self.beta).expand(K_sq.shape[0], K_sq.shape[-1])
+        k_qq = (scale + self.beta).reshape(-1, 1).expand(K_sq.shape[0], K_sq.shape[-1])  # () or (B, 1, 1)
         return batched_gp_posterior(K_ss, K_sq, k_qq, ys, m_s, m_q)
 
 
-class MetaCal(EpisodicMetaMethod):
+class _SeedStackedGP:
+    """K seeds' DeepKernelGPs as one model of K * B episodes, seed-major (``MetaCal.seed_losses``): DeepKernelGP's
+    own formulas (borrowed below), each seed's parameters repeated for its B episodes and shaped to broadcast
+    per episode, its networks vmapped over the seeds. The GP algebra (Eqs. 3-5, the Cholesky with its jitter
+    retries) then runs on the K * B episodes as on one seed's B."""
+
+    beta = DeepKernelGP.beta
+    sigma = DeepKernelGP.sigma
+    alpha = DeepKernelGP.alpha
+    outputscale = DeepKernelGP.outputscale
+    embed = DeepKernelGP.embed
+    prior_mean = DeepKernelGP.prior_mean
+    posterior = DeepKernelGP.posterior
+
+    # per-episode shapes of the scalar parameters: (K*B, 1, 1) where they scale (B, S, N) blocks, (K*B, 1)
+    # where they scale (B, M) rows; the ARD lengthscale (K*B, 1, D)
+    _SHAPES = {"raw_beta": (1, 1), "raw_sigma2": (1, 1), "raw_outputscale": (1, 1), "raw_alpha": (1,),
+               "constant_mean": (1,), "raw_lengthscale": (1, -1)}
+
+    def __init__(self, template: DeepKernelGP, stacked: dict, buffers: dict, n_seeds: int, batch: int):
+        self.n_seeds = n_seeds
+        self.fixed_alpha = template.fixed_alpha
+        for name, shape in self._SHAPES.items():
+            value = stacked.get(name)
+            if value is not None:
+                value = value.repeat_interleave(batch, 0).reshape(n_seeds * batch, *shape)
+            setattr(self, name, value)
+        self.encoder = self._network(template.encoder, "encoder.", stacked, buffers)
+        self.mean_fn = self._network(template.mean_fn, "mean_fn.", stacked, buffers)
+
+    def _network(self, module, prefix: str, stacked: dict, buffers: dict):
+        if module is None:
+            return None
+        params = {n[len(prefix):]: v for n, v in stacked.items() if n.startswith(prefix)}
+        bufs = {n[len(prefix):]: v for n, v in buffers.items() if n.startswith(prefix)}
+        per_seed = vmap(lambda p, b, x: functional_call(module, (p, b), (x,)))
+
+        def apply(x):  # (K*B, N, D) -> (K*B, N, out): each seed's network on its own B episodes
+            out = per_seed(params, bufs, x.reshape(self.n_seeds, -1, *x.shape[1:]))
+            return out.reshape(-1, *out.shape[2:])
+
+        return apply
+
+
+class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
     """The meta-calibrated deep-kernel GP (Iwata & Kumagai, Alg. 1) and its relatives: ``fit(tasks)`` meta-learns
     the encoder g, the mean mu, beta, sigma^2 and alpha; ``predict`` adapts the GP to a task's support set
     (Eqs. 4-5) and calibrates its CDF with the support points' GMM (Eqs. 7-9).
@@ -199,6 +246,11 @@ class MetaCal(EpisodicMetaMethod):
     ``calibration``: gmm (Eq. 8) | emp (Eq. 2) | none (a Gaussian predictive); ``mix``: "learned" alpha or a
     fixed one in [0, 1]; ``split_support``: half the support set adapts, half calibrates; ``kernel_net`` /
     ``mean_net``: the encoder g and the neural mean (False: ARD inputs, a constant mean).
+
+    ``train_batch`` trains a pipeline job's seeds as one model of K * B episodes (``seed_losses``) where that
+    reproduces every seed's own run within rel 1e-6 in predictions and metrics (``seed_batchable``: the GP
+    baseline); the other variants train their seeds one after another. A Cholesky jitter retry (not seen in
+    float64: K + beta I with beta >= 1e-6) would jitter every seed's matrices of the batch, not one seed's.
 
     Parameters
     ----------
@@ -330,6 +382,47 @@ class MetaCal(EpisodicMetaMethod):
         lam = float(self.params["lam"])
         mse = ((f - episodes.yq) ** 2).mean(-1)
         return lam * mse + (1.0 - lam) * calibration_loss_per_episode(h)  # Eq. (11), arguments as intended
+
+    def seed_batchable(self) -> bool:
+        """Only the net-free GP's seeds train batched: they reproduce their own runs within rel 1e-6 (measured
+        on the default jobs: <= 6e-11 in predictions, 1,000 Adam steps). With the networks, training amplifies the
+        batch's different reduction order (rel 1e-15 at step 10): MDKL's validation loss differs by 1e-3 by step
+        200 (x10 per ~10 steps), and metacal's grows slowly (1e-8 by step 860) but then jumps (ozone/ns20 seed
+        3: 7e-3 at step 910, another best step, metrics up to 48 % apart), so their seeds train one after
+        another, as ``train`` (tests/methods/metareg/test_batched_seeds.py).
+
+        Returns
+        -------
+        bool
+            True for the GP baseline's parameters (``objective="nll"``, neither ``kernel_net`` nor ``mean_net``).
+        """
+        p = self.params
+        return p["objective"] == "nll" and not (p["kernel_net"] or p["mean_net"])
+
+    def seed_losses(self, template: DeepKernelGP) -> Callable[[dict, dict, list[Episodes]], torch.Tensor]:
+        """Each seed's training loss (K,) for ``meta_train_batch``: the seeds' episodes folded into one batch of
+        K * B episodes (the Cholesky's jitter retries are data-dependent Python control flow, which vmap
+        cannot batch), each seed's loss the mean over its own B episodes, as ``loss``.
+
+        Parameters
+        ----------
+        template : DeepKernelGP
+            The seeds' architecture, on the meta device (its networks run each seed's stacked parameters).
+
+        Returns
+        -------
+        callable
+            ``losses(stacked, buffers, episodes)``: the stacked parameters and buffers ({name: (K, ...)}) and
+            one Episodes of B per seed -> the K losses.
+        """
+
+        def losses(stacked: dict, buffers: dict, episodes: list[Episodes]) -> torch.Tensor:
+            n_seeds, batch = len(episodes), len(episodes[0])
+            folded = Episodes(*(torch.cat([getattr(e, name) for e in episodes]) for name in ("xs", "ys", "xq", "yq")))
+            model = _SeedStackedGP(template, stacked, buffers, n_seeds, batch)
+            return self.episode_losses(model, folded).reshape(n_seeds, batch).mean(1)
+
+        return losses
 
     # ---- prediction ----------------------------------------------------------------------------------
     @torch.no_grad()
