@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from uqcal.methods.qr.entropy import QuantileRegularizer
+from uqcal.methods.qr.entropy import QuantileRegularizer, neural_sort
 
 
 class StackedMLPs:
@@ -67,19 +67,6 @@ def stacked_nll(y: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch
     return (torch.log(std) + 0.5 * ((y - mean) / std) ** 2).mean(dim=1) + 0.5 * math.log(2 * math.pi)
 
 
-def stacked_neural_sort(values: torch.Tensor, tau: float) -> torch.Tensor:
-    """``entropy.neural_sort`` of each row of values (models, n)."""
-    n = values.shape[1]
-    pairwise_abs = (values[:, :, None] - values[:, None, :]).abs()
-    row_sums = pairwise_abs.sum(dim=2)
-    scaling = n + 1 - 2 * torch.arange(1, n + 1, dtype=values.dtype, device=values.device)
-    logits = (scaling[None, :, None] * values[:, None, :] - row_sums[:, None, :]) / tau
-    permutation = torch.softmax(logits, dim=-1)
-    # One matrix-vector product per model, as neural_sort's: a bmm of (n, n) by (n, 1) takes another kernel
-    # whose sums round differently, and NeuralSort at tau = 1e-3 amplifies the last bit into the gradient.
-    return torch.stack([p @ v for p, v in zip(permutation, values, strict=True)]).flip(1)
-
-
 def stacked_penalty(regularizer: QuantileRegularizer, pit: torch.Tensor) -> torch.Tensor:
     """``QuantileRegularizer.penalty`` of each row of pit (models, n): -lam H, (models,)."""
     models, n = pit.shape
@@ -91,7 +78,9 @@ def stacked_penalty(regularizer: QuantileRegularizer, pit: torch.Tensor) -> torc
     if regularizer.sort == "hard":
         ordered = torch.sort(pit, dim=1).values
     else:
-        ordered = stacked_neural_sort(pit, regularizer.tau)
+        # Model by model: one model's (n, n) relaxation stays in the cache, a stack of them does not (the same
+        # arithmetic; measured ~20 % cheaper at 25 models of a 512 batch).
+        ordered = torch.stack([neural_sort(row, regularizer.tau) for row in pit])
     spacings = ordered[:, k:] - ordered[:, :-k]
     floored = spacings + (regularizer.eps - spacings).clamp(min=0).detach()
     return -regularizer.lam * torch.log((n + 1) / k * floored).mean(dim=1)
