@@ -3,10 +3,11 @@ Ensemble's members, side by side on a leading model axis.
 
 Every model keeps its own parameters, minibatch orders and dropout masks; a step is Adam on the sum of the
 models' losses, whose gradient with respect to one model's parameters is that model's own loss gradient, and
-Adam is elementwise: each model follows the steps ``gaussian_nets.train_member`` takes alone. The layers are
-``torch.baddbmm`` with a leading model axis (each model's slice is the ``nn.Linear`` product of the same
-shapes), the spacing entropy is ``entropy.spacing_entropy`` with a leading axis (one sort / NeuralSort per
-model), and a model's dropout masks come from its own seed's generator in the order ``nn.Dropout`` draws them.
+Adam is elementwise: each model follows the steps ``gaussian_nets.train_member`` takes alone. The hidden and
+output layers are ``torch.baddbmm`` with a leading model axis (each model's slice is the ``nn.Linear`` product
+of the same shapes), the input layer and the NeuralSort run model by model (where a batched kernel would round
+differently), the spacing entropy is ``entropy.spacing_entropy`` row by row, and a model's dropout masks come
+from its own seed's generator in the order ``nn.Dropout`` draws them.
 """
 
 from __future__ import annotations
