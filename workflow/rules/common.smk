@@ -63,6 +63,7 @@ _LAYOUT = RunLayout()
 RAW_PARQUET, RAW_PROVENANCE = (path.as_posix() for path in _LAYOUT.raw_files("{dataset}"))
 SPLIT_DIR = _LAYOUT.split_dir("{family}", "{dataset}", "{setting}").as_posix()  # seed<k>.json inside
 METHOD_DIR = _LAYOUT.method_dir("{family}", "{dataset}", "{setting}", "{method}").as_posix()  # seed<k>/ inside
+SEED_DIR = _LAYOUT.run_dir("{family}", "{dataset}", "{setting}", "{method}", "{seed}").as_posix()  # one seed's job
 SUMMARY = _LAYOUT.summary("{family}").as_posix()
 RUNS = _LAYOUT.runs("{family}").as_posix()
 
@@ -92,6 +93,7 @@ wildcard_constraints:
     dataset=r"[A-Za-z0-9_.+-]+",
     setting=r"[A-Za-z0-9_.+-]+",
     method=r"[A-Za-z0-9_.+-]+",
+    seed=r"\d+",
 
 
 # Local source files (a csv source's `path`) that are not there yet, e.g. config/paper.yaml's
@@ -116,6 +118,8 @@ def job_inputs(rule):
 
     def inputs(w):
         key = tuple(w[name] for name in ("family", "dataset", "setting", "method") if name in w.keys())
+        if "seed" in w.keys():  # a train job of one seed (train_seed): its key ends in the seed's folder name
+            key += (_LAYOUT.seed_dir_name(w.seed),)
         job = JOBS[(rule, key)]
         _await_earlier_job(job)
         local = P.local_files(UQ, job)

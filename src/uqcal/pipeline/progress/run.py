@@ -28,6 +28,9 @@ PRIOR_SHARE = 0.1
 # A job that runs past its estimate is given at least this share of its elapsed time still to go.
 OVERRUN_SHARE = 0.1
 WILDCARDS = ("family", "dataset", "setting", "method")  # a job's key, in the order of uqcal.pipeline.plan.Job
+# Snakemake rules that run a uqcal rule's job under another name: train_seed, one seed of a train job (its key
+# then ends in the seed's folder name, seed<k>; workflow/rules/train.smk).
+RULE_OF = {"train_seed": "train"}
 STAMP = "%Y-%m-%d %H:%M:%S"
 
 
@@ -282,7 +285,10 @@ def _snakemake_jobs(workflow) -> tuple[list[PlannedJob], int]:
     jobs = []
     for sm_job in workflow.dag.needrun_jobs():
         wildcards = dict(sm_job.wildcards_dict)
-        job = Job(sm_job.rule.name, tuple(wildcards[name] for name in WILDCARDS if name in wildcards))
+        key = tuple(wildcards[name] for name in WILDCARDS if name in wildcards)
+        if "seed" in wildcards:
+            key += (f"seed{wildcards['seed']}",)
+        job = Job(RULE_OF.get(sm_job.rule.name, sm_job.rule.name), key)
         if os.path.exists(job.spec_path):  # a uqcal step (not `all`)
             jobs.append(planned_from_spec(job, int(sm_job.threads) if workflow.local_exec else 1))
     capacity = (workflow._cores or 1) if workflow.local_exec else workflow.nodes  # `.cores` raises when unset
