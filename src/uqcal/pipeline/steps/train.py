@@ -1,8 +1,9 @@
 """`uqcal train` / `uqcal evaluate`: train and score every seed of one (family, dataset, setting, method).
 
-One process runs the seeds (or the one seed of a job that runs one: ``job_shape``) one after another into results/<family>/<dataset>/<setting>/<method>/seed<k>/,
+One process runs the seeds one after another into results/<family>/<dataset>/<setting>/<method>/seed<k>/,
 restoring seeds an interrupted run had finished and resuming long training from its checkpoint
-(uqcal.core.resume).
+(uqcal.core.resume). Where the config's ``job_shape`` runs each seed of a long method as a job of its own
+(uqcal.pipeline.plan.one_seed_per_job), the process runs that seed: ``--spec`` or ``--config ... --seed k``.
 """
 
 from __future__ import annotations
