@@ -158,7 +158,7 @@ def train_resource(w, key):
 
 
 # A partition in the config reaches sbatch (-p); without one, the rule declares none, so that
-# `--default-resources slurm_partition=...` or `--set-resources train:slurm_partition=...` decide.
+# `--default-resources slurm_partition=...` or `--set-resources train:slurm_partition=...` (and train_seed:) decide.
 TRAIN_PARTITION = {}
 _TRAIN_KEYS = [(job.key[0], job.key[1], job.key[3]) for job in PLAN if job.rule == "train"]
 if any("slurm_partition" in P.resources(UQ, *key) for key in _TRAIN_KEYS):
