@@ -43,7 +43,9 @@ def test_a_family_run_one_seed_per_job_gives_the_results_of_its_whole_jobs(smoke
     dry = snakemake(["-n", "--cores", "2", "--configfile", SPLIT], root).stdout
     planned = dict(re.findall(r"^(\w+)\s+(\d+)$", dry, re.M))  # Snakemake's job-count table
     assert planned == {"train_seed": "6", "aggregate": "1", "report": "1", "all": "1", "total": "9"}, dry[-3000:]
-    snakemake(["--cores", "2", "--configfile", SPLIT], root, timeout=1500)
+    proc = snakemake(["--cores", "2", "--configfile", SPLIT], root, timeout=1500)
+    # the progress line counts the one-seed jobs as the uqcal jobs they are (train/.../seed<k>)
+    assert re.search(r"\[progress [^]]+\] done: 8 of 8 jobs", proc.stdout + proc.stderr), proc.stderr[-3000:]
 
     # every seed's folder holds the files it held, with the same metrics; BO's tables read them alike
     assert files(root, "results") == files(smoke_run, "results")

@@ -11,7 +11,7 @@ import yaml
 
 from tests.conftest import BIN, REPO, copy_repo, run
 from uqcal.pipeline.config.load import load_config
-from uqcal.pipeline.plan import plan
+from uqcal.pipeline.plan import plan, resources
 
 pytestmark = pytest.mark.slow
 
@@ -34,9 +34,16 @@ def test_the_slurm_dry_run_of_the_paper_config_on_a_fresh_clone_names_the_missin
     assert "This was a dry-run" in out and not list((root / "data").rglob("*.parquet"))
     # Snakemake's job-count table: a train_seed job per seed of each method that runs one seed per job
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
-    trains = [job for job in plan(load_config(REPO / "config/paper.yaml")) if job.rule == "train"]
+    config = load_config(REPO / "config/paper.yaml")
+    trains = [job for job in plan(config) if job.rule == "train"]
     seed_jobs = [job for job in trains if job.seed is not None]
     assert {job.key[0] for job in seed_jobs} >= {"fewshot"}  # its 5 seeds of paper-scale training: days each
     assert int(counts["train_seed"]) == len(seed_jobs) and int(counts["train"]) == len(trains) - len(seed_jobs)
-    assert re.search(r"rule train_seed:.*?wildcards: family=fewshot, dataset=cub200, setting=5w1s, method=md, seed=4",
-                     out, re.S)
+    # a seed's job asks for the whole job's resources (sbatch's --mem, --time, --gpus)
+    block = re.search(r"^rule train_seed:\n(?:    .*\n)*?    wildcards: family=fewshot, dataset=cub200, setting=5w1s, "
+                      r"method=md, seed=4\n    resources: (.*)$", out, re.M)
+    assert block, out[-3000:]
+    asked = dict(item.split("=", 1) for item in block.group(1).split(", "))
+    wanted = resources(config, "fewshot", "cub200", "md")
+    assert {key: int(asked[key]) for key in ("mem_mb", "runtime", "gpu")} == {
+        key: wanted[key] for key in ("mem_mb", "runtime", "gpu")} and wanted["gpu"] > 0
