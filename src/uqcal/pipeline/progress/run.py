@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from uqcal.pipeline.layout import RunLayout
 from uqcal.pipeline.plan import Job
 from uqcal.pipeline.progress.estimate import PlannedJob, cost_book, estimates, params_digest, units_of
 
@@ -287,7 +288,7 @@ def _snakemake_jobs(workflow) -> tuple[list[PlannedJob], int]:
         wildcards = dict(sm_job.wildcards_dict)
         key = tuple(wildcards[name] for name in WILDCARDS if name in wildcards)
         if "seed" in wildcards:
-            key += (f"seed{wildcards['seed']}",)
+            key += (RunLayout.seed_dir_name(wildcards["seed"]),)
         job = Job(RULE_OF.get(sm_job.rule.name, sm_job.rule.name), key)
         if os.path.exists(job.spec_path):  # a uqcal step (not `all`)
             jobs.append(planned_from_spec(job, int(sm_job.threads) if workflow.local_exec else 1))
