@@ -22,9 +22,10 @@ from tests.e2e.slurm_cluster import SECOND_PARTITION, SlurmUnavailable, slurm_cl
 
 pytestmark = pytest.mark.slow  # the SLURM profile on a local cluster (.ci/run's second pass skips it)
 
-# Two families, two methods each, no report: enough to send training and evaluation through sbatch while
-# keeping the test short (each cluster job also starts a snakemake of its own).
-METHODS = {"rio": ("marginal", "nn"), "qr": ("marginal", "dvi")}
+# Two families, two methods each, and one BO method whose 2 seeds run one job each (job_shape), no report:
+# enough to send training and evaluation through sbatch while keeping the test short (each cluster job also
+# starts a snakemake of its own).
+METHODS = {"rio": ("marginal", "nn"), "qr": ("marginal", "dvi"), "bo": ("random",)}
 FAMILIES = tuple(METHODS)
 TARGETS = [f"results/{family}/summary.csv" for family in FAMILIES]
 CONFIG = "config/slurm_test.yaml"
@@ -35,7 +36,8 @@ def write_config(root: Path) -> None:
     """The smoke config restricted to FAMILIES, every training job on CPU (no GPU request may reach sbatch).
 
     Resources that must reach sbatch: rio's jobs go to the cluster's second partition with 2 CPUs each, and
-    qr's dvi gets its own memory (resources.per_method); qr keeps the default partition.
+    qr's dvi gets its own memory (resources.per_method); qr keeps the default partition. BO's seeds run one job
+    each (``one_seed_per_job_over_hours: 0``), each with the family's partition, CPUs and memory.
     """
     cfg = yaml.safe_load((root / "config/smoke.yaml").read_text())
     cfg["families"] = {family: cfg["families"][family] for family in FAMILIES}
@@ -44,6 +46,8 @@ def write_config(root: Path) -> None:
         family.setdefault("resources", {})["gpu"] = 0
     cfg["families"]["rio"]["resources"].update(slurm_partition=SECOND_PARTITION, cpus=2)
     cfg["families"]["qr"]["resources"].update(cpus=1, per_method={"dvi": {"mem_mb": 3000}})
+    cfg["families"]["bo"]["resources"].update(slurm_partition=SECOND_PARTITION, cpus=2, mem_mb=2500)
+    cfg["job_shape"] = {"one_seed_per_job_over_hours": 0}
     (root / CONFIG).write_text(yaml.safe_dump(cfg, sort_keys=False))
 
 
@@ -134,6 +138,10 @@ def test_slurm_profile_submits_through_sbatch_and_matches_a_local_run(cluster, t
     assert not any(partition.search(c) for c in qr_calls) and all("--cpus-per-task=1" in c for c in qr_calls), qr_calls
     dvi = [c for c in qr_calls if "dvi" in c]
     assert len(dvi) == 1 and "--mem 3000" in dvi[0] and all("--mem 4000" in c for c in qr_calls if c not in dvi)
+    # BO's seeds, one job each, with the family's resources (what the whole job would ask for)
+    seed_calls = [c for c in train_calls if "rule_train_seed" in c]
+    assert len(seed_calls) == 2 and all("_bo_" in c for c in seed_calls), train_calls
+    assert all(partition.search(c) and "--cpus-per-task=2" in c and "--mem 2500" in c for c in seed_calls), seed_calls
 
     # Same seeds, same metrics as the local run.
     expected = metrics_by_run(local)

@@ -63,6 +63,7 @@ _LAYOUT = RunLayout()
 RAW_PARQUET, RAW_PROVENANCE = (path.as_posix() for path in _LAYOUT.raw_files("{dataset}"))
 SPLIT_DIR = _LAYOUT.split_dir("{family}", "{dataset}", "{setting}").as_posix()  # seed<k>.json inside
 METHOD_DIR = _LAYOUT.method_dir("{family}", "{dataset}", "{setting}", "{method}").as_posix()  # seed<k>/ inside
+SEED_DIR = _LAYOUT.run_dir("{family}", "{dataset}", "{setting}", "{method}", "{seed}").as_posix()  # one seed's job
 SUMMARY = _LAYOUT.summary("{family}").as_posix()
 RUNS = _LAYOUT.runs("{family}").as_posix()
 
@@ -92,6 +93,7 @@ wildcard_constraints:
     dataset=r"[A-Za-z0-9_.+-]+",
     setting=r"[A-Za-z0-9_.+-]+",
     method=r"[A-Za-z0-9_.+-]+",
+    seed=r"\d+",
 
 
 # Local source files (a csv source's `path`) that are not there yet, e.g. config/paper.yaml's
@@ -116,6 +118,8 @@ def job_inputs(rule):
 
     def inputs(w):
         key = tuple(w[name] for name in ("family", "dataset", "setting", "method") if name in w.keys())
+        if "seed" in w.keys():  # a train job of one seed (train_seed): its key ends in the seed's folder name
+            key += (_LAYOUT.seed_dir_name(w.seed),)
         job = JOBS[(rule, key)]
         _await_earlier_job(job)
         local = P.local_files(UQ, job)
@@ -154,7 +158,7 @@ def train_resource(w, key):
 
 
 # A partition in the config reaches sbatch (-p); without one, the rule declares none, so that
-# `--default-resources slurm_partition=...` or `--set-resources train:slurm_partition=...` decide.
+# `--default-resources slurm_partition=...` or `--set-resources train:slurm_partition=...` (and train_seed:) decide.
 TRAIN_PARTITION = {}
 _TRAIN_KEYS = [(job.key[0], job.key[1], job.key[3]) for job in PLAN if job.rule == "train"]
 if any("slurm_partition" in P.resources(UQ, *key) for key in _TRAIN_KEYS):

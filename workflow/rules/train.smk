@@ -7,6 +7,8 @@
 # the method folder as one directory output also keeps `snakemake -n` on the paper protocols fast.
 # Seeds that an interrupted job finished are restored on rerun, and long training resumes from its last
 # checkpoint (uqcal.core.resume).
+# Where the config's job_shape says a method's seeds together would run longer than a cluster job should
+# (uqcal.pipeline.plan.one_seed_per_job), each seed is a job of its own instead: train_seed below.
 
 
 rule train:
@@ -33,6 +35,17 @@ rule train:
         **TRAIN_PARTITION,
     shell:
         "uqcal train --spec {input.spec:q} 2>> {log:q}"
+
+
+# One seed of a method whose seeds run as one job each (config `job_shape`): the same job in every other
+# respect (its spec, resources, threads, priority and command), writing its seed's folder only. The aggregate
+# reads the seeds' folders as it reads a whole method's. `--set-resources` names this rule as well as train.
+use rule train as train_seed with:
+    output:
+        runs=directory(SEED_DIR),
+        record=record("train", "{family}/{dataset}/{setting}/{method}/seed{seed}"),
+    log:
+        "logs/train/{family}/{dataset}/{setting}/{method}/seed{seed}.log",
 
 
 rule aggregate:

@@ -101,7 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Train each seed of (family, dataset, setting, method) into "
                        "results/<family>/<dataset>/<setting>/<method>/seed<k>/ (model.pt, predictions.parquet, "
                        "train_stats.json) and score it (metrics.json). Seeds an interrupted run finished are "
-                       "restored, and long training resumes from its last checkpoint (results/.resume/).")
+                       "restored, and long training resumes from its last checkpoint (results/.resume/). With "
+                       "--seed, the one seed; where the config runs each seed of the method as a job of its own "
+                       "(job_shape), that is the pipeline's job, and it leaves its record.")
     _add_job_args(p, "family", "dataset", "setting", "method", "seed")
     p.add_argument("--no-evaluate", action="store_true", help="train only; do not write metrics.json")
 

@@ -36,7 +36,10 @@ WILDCARDS = {"materialise": ("dataset",), "split": ("family", "dataset", "settin
 def command(job: Job, config_path: str) -> str:
     if job.rule == "materialise":  # the dataset is positional, as people type it
         return f"uqcal materialise {job.key[0]} --config {config_path}"
-    flags = "".join(f" --{name} {value}" for name, value in zip(WILDCARDS[job.rule], job.key, strict=True))
+    names = WILDCARDS[job.rule]
+    flags = "".join(f" --{name} {value}" for name, value in zip(names, job.key[:len(names)], strict=True))
+    if job.seed is not None:  # one seed of the method's, its own job (uqcal.pipeline.plan.one_seed_per_job)
+        flags += f" --seed {job.seed}"
     return f"uqcal {job.rule} --config {config_path}{flags}"
 
 

@@ -38,7 +38,7 @@ def code_roots(job: Job) -> list[str]:
     if job.rule == "split":  # the family's splitter is a "module:name" string
         roots.append(get_family(job.key[0]).splitter.partition(":")[0])
     if job.rule == "train":
-        family, _, _, method = job.key
+        family, method = job.key[0], job.key[3]  # a one-seed job's key ends in its seed
         entry = get_entry(family, method)
         roots += [get_family(family).evaluator.partition(":")[0], entry.target.partition(":")[0]]
         if entry.depends_on:  # a method built on another's runs may load that method's model

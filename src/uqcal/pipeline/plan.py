@@ -26,6 +26,7 @@ RECORDS = Path(".uqcal/records")
 SPECS = Path(".uqcal/specs")
 LOCKS = Path(".uqcal/locks")
 RULES = ("materialise", "split", "train", "aggregate", "report")
+SEED_PREFIX = "seed"  # a one-seed train job's last key part: seed<k>, its seed's folder (RunLayout.seed_dir_name)
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,13 @@ class Job:
     @property
     def name(self) -> str:
         return "/".join(self.key) or self.rule
+
+    @property
+    def seed(self) -> int | None:
+        """The seed of a train job that runs one seed of its method (``job_shape``), else None."""
+        if self.rule == "train" and len(self.key) == 5:
+            return int(self.key[4].removeprefix(SEED_PREFIX))
+        return None
 
     @property
     def stage(self) -> str:
@@ -71,11 +79,50 @@ def plan(config: dict) -> list[Job]:
             jobs += [Job("split", (family, dataset, s)) for s in settings_for(config, family, dataset)]
     batches = list(iter_batches(config))
     # a method built on another's runs comes after it
-    jobs += [Job("train", (b.family, b.dataset, b.setting, b.method)) for b in batches if not _depends_on(b)]
-    jobs += [Job("train", (b.family, b.dataset, b.setting, b.method)) for b in batches if _depends_on(b)]
+    jobs += [job for b in batches if not _depends_on(b) for job in train_jobs(config, *_batch_key(b))]
+    jobs += [job for b in batches if _depends_on(b) for job in train_jobs(config, *_batch_key(b))]
     jobs += [Job("aggregate", (family,)) for family in config["families"]]
     jobs.append(Job("report"))
     return jobs
+
+
+def _batch_key(batch) -> tuple[str, str, str, str]:
+    return batch.family, batch.dataset, batch.setting, batch.method
+
+
+def train_jobs(config: dict, family: str, dataset: str, setting: str, method: str) -> list[Job]:
+    """The train job(s) of one method's seeds: one job for all of them, or one per seed (`one_seed_per_job`)."""
+    job = Job("train", (family, dataset, setting, method))
+    if not one_seed_per_job(config, family, dataset, setting, method):
+        return [job]
+    from uqcal.pipeline.config.runs import seeds_for
+    from uqcal.pipeline.layout import RunLayout
+
+    return [Job("train", (*job.key, RunLayout.seed_dir_name(seed)))
+            for seed in range(seeds_for(config, family, dataset, setting, method))]
+
+
+def one_seed_per_job(config: dict, family: str, dataset: str, setting: str, method: str) -> bool:
+    """Whether a method's seeds run as one job each: ``job_shape.one_seed_per_job_over_hours`` is set, the method
+    runs more than one seed, and its seeds together are expected to take longer than that many CPU hours.
+
+    The expectation is the family's declared work of a seed (``uqcal.methods.api.Family.work``: CPU seconds of
+    one thread on the reference machine) times the seeds, from the config alone, so that the jobs (and the DAG)
+    never depend on records or measured costs; a family that states no work never splits. A long job split
+    this way runs on as many nodes as it has seeds, and its longest job is one seed; each seed's folder holds
+    the same files as the whole job's would, so the aggregate and the report read them as before.
+    """
+    threshold = (config.get("job_shape") or {}).get("one_seed_per_job_over_hours")
+    if threshold is None:
+        return False
+    from uqcal.methods.api import get_family
+    from uqcal.pipeline.config.payloads import batch_job
+
+    job = batch_job(config, family, dataset, setting, method)
+    if len(job["seeds"]) < 2:
+        return False
+    work = get_family(family).work_per_seed(job)
+    return work is not None and len(job["seeds"]) * work / 3600 > float(threshold)
 
 
 def _depends_on(batch) -> str | None:
@@ -93,8 +140,9 @@ def outputs(job: Job) -> list[str]:
         return [path.as_posix() for path in layout.raw_files(job.key[0])]
     if job.rule == "split":
         return [layout.split_dir(*job.key).as_posix()]
-    if job.rule == "train":
-        return [layout.method_dir(*job.key).as_posix()]
+    if job.rule == "train":  # a one-seed job writes its seed's folder only
+        found = layout.method_dir(*job.key[:4]) if job.seed is None else layout.run_dir(*job.key[:4], job.seed)
+        return [found.as_posix()]
     if job.rule == "aggregate":
         return [layout.summary(job.key[0]).as_posix(), layout.runs(job.key[0]).as_posix()]
     return ["reports"]
@@ -109,12 +157,18 @@ def upstream(config: dict, job: Job) -> list[Job]:
     if job.rule == "split":
         return [Job("materialise", (job.key[1],))]
     if job.rule == "train":
-        family, dataset, setting, method = job.key
+        family, dataset, setting, method = job.key[:4]
         found = [Job("materialise", (dataset,)), Job("split", (family, dataset, setting))]
         dep = _entry(family, method).depends_on
-        return found + ([Job("train", (family, dataset, setting, dep))] if dep else [])
+        if not dep:
+            return found
+        # the runs it builds on: a one-seed job reads its own seed's where that method runs one seed a job too
+        deps = train_jobs(config, family, dataset, setting, dep)
+        if job.seed is not None and deps[0].seed is not None:
+            deps = [up for up in deps if up.seed == job.seed]
+        return found + deps
     if job.rule == "aggregate":
-        return [Job("train", (b.family, b.dataset, b.setting, b.method)) for b in _batches(config, job.key[0])]
+        return [train for b in _batches(config, job.key[0]) for train in train_jobs(config, *_batch_key(b))]
     # The report: every family's tables, and its runs' folders for what is not a metric (uqcal.pipeline.report.results).
     aggregates = [Job("aggregate", (family,)) for family in config["families"]]
     return aggregates + [up for job in aggregates for up in upstream(config, job)]
@@ -336,7 +390,10 @@ def payload(config: dict, job: Job) -> dict:
     if job.rule == "split":
         return split_batch_job(config, *job.key)
     if job.rule == "train":
-        return {**batch_job(config, *job.key), "torch_threads": job_threads(config, *job.key[:2], job.key[3])}
+        found = {**batch_job(config, *job.key[:4]), "torch_threads": job_threads(config, *job.key[:2], job.key[3])}
+        if job.seed is not None:  # one seed of the method's: the same job description, its seed alone
+            found["seeds"] = [job.seed]
+        return found
     if job.rule == "aggregate":
         fam = config["families"][job.key[0]]
         return {"family": job.key[0], "family_config": {k: v for k, v in fam.items() if k != "resources"}}

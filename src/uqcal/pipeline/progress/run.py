@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from uqcal.pipeline.layout import RunLayout
 from uqcal.pipeline.plan import Job
 from uqcal.pipeline.progress.estimate import PlannedJob, cost_book, estimates, params_digest, units_of
 
@@ -28,6 +29,9 @@ PRIOR_SHARE = 0.1
 # A job that runs past its estimate is given at least this share of its elapsed time still to go.
 OVERRUN_SHARE = 0.1
 WILDCARDS = ("family", "dataset", "setting", "method")  # a job's key, in the order of uqcal.pipeline.plan.Job
+# Snakemake rules that run a uqcal rule's job under another name: train_seed, one seed of a train job (its key
+# then ends in the seed's folder name, seed<k>; workflow/rules/train.smk).
+RULE_OF = {"train_seed": "train"}
 STAMP = "%Y-%m-%d %H:%M:%S"
 
 
@@ -288,7 +292,10 @@ def _snakemake_jobs(workflow) -> tuple[list[PlannedJob], int]:
     jobs = []
     for sm_job in workflow.dag.needrun_jobs():
         wildcards = dict(sm_job.wildcards_dict)
-        job = Job(sm_job.rule.name, tuple(wildcards[name] for name in WILDCARDS if name in wildcards))
+        key = tuple(wildcards[name] for name in WILDCARDS if name in wildcards)
+        if "seed" in wildcards:
+            key += (RunLayout.seed_dir_name(wildcards["seed"]),)
+        job = Job(RULE_OF.get(sm_job.rule.name, sm_job.rule.name), key)
         if os.path.exists(job.spec_path):  # a uqcal step (not `all`)
             jobs.append(planned_from_spec(job, int(sm_job.threads) if workflow.local_exec else 1))
     capacity = (workflow._cores or 1) if workflow.local_exec else workflow.nodes  # `.cores` raises when unset

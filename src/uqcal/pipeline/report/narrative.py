@@ -374,7 +374,8 @@ def compute_spent(benchmarks: pd.DataFrame, family: str, devices: pd.DataFrame |
             if devices is not None and not devices.empty:
                 gpu_methods = set(devices[devices["device"].astype(str).str.startswith("cuda")]["method"])
                 train = own[own["rule"] == "train"]
-                on_gpu = train[[job.rstrip("/").split("/")[-1] in gpu_methods for job in train["job"]]]
+                # family/dataset/setting/method, or .../method/seed<k> for a job of one seed (job_shape)
+                on_gpu = train[[job.split("/")[3] in gpu_methods for job in train["job"]]]
                 out.gpu_h = float(on_gpu["seconds"].sum()) / 3600
     resources = ((config.get("families") or {}).get(family) or {}).get("resources") or {}
     cpus, gpus = resources.get("cpus"), resources.get("gpu")

@@ -2,7 +2,8 @@
 
 One process runs the seeds one after another into results/<family>/<dataset>/<setting>/<method>/seed<k>/,
 restoring seeds an interrupted run had finished and resuming long training from its checkpoint
-(uqcal.core.resume).
+(uqcal.core.resume). Where the config's ``job_shape`` runs each seed of a long method as a job of its own
+(uqcal.pipeline.plan.one_seed_per_job), the process runs that seed: ``--spec`` or ``--config ... --seed k``.
 """
 
 from __future__ import annotations
@@ -21,13 +22,28 @@ LOG = logging.getLogger("uqcal")
 def run(args) -> int:
     """Train and evaluate every seed of the job (or one ``--seed``), resuming what a crash interrupted."""
     key = (args.family, args.dataset, args.setting, args.method)
-    if args.seed is not None:  # one seed, for people: not a pipeline job, so no record
-        _train_seeds(args, train_seeds(configured_job(args.config, Job("train", key)), args.results_dir,
-                                       args.data_dir, [args.seed]))
-        return 0
+    if args.seed is not None and not getattr(args, "spec", None):
+        seed_job = _seed_job(args, key)
+        if seed_job is None:  # one seed, for people: not a pipeline job, so no record
+            _train_seeds(args, train_seeds(configured_job(args.config, Job("train", key)), args.results_dir,
+                                           args.data_dir, [args.seed]))
+            return 0
+        key = seed_job.key  # the config runs this seed as a job of its own (its DVC stage): recorded as one
     with running(args, "train", key) as spec:
         _train_seeds(args, train_seeds(spec["job"], args.results_dir, args.data_dir))
     return 0
+
+
+def _seed_job(args, key: tuple[str, ...]) -> Job | None:
+    """The pipeline's job of ``--seed`` where the config runs each seed of this method as a job of its own
+    (``job_shape``; uqcal.pipeline.plan.one_seed_per_job), else None."""
+    from uqcal.pipeline.config.load import load_config
+    from uqcal.pipeline.layout import RunLayout
+    from uqcal.pipeline.plan import train_jobs
+
+    config = load_config(args.config or "config/config.yaml", method_families=key[:1])
+    job = Job("train", (*key, RunLayout.seed_dir_name(args.seed)))
+    return job if job in train_jobs(config, *key) else None
 
 
 def evaluate(args) -> int:
