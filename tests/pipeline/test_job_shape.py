@@ -9,7 +9,7 @@ import copy
 import pytest
 
 from tests.conftest import REPO
-from uqcal.methods.bo.work import BO_STEP
+from uqcal.methods.bo.work import step_seconds
 from uqcal.pipeline.config.load import load_config
 from uqcal.pipeline.config.payloads import job_digest, per_seed_jobs
 from uqcal.pipeline.dvc import command
@@ -19,8 +19,8 @@ from uqcal.pipeline.plan import Job, outputs, payload, plan, train_jobs, upstrea
 SMOKE = "config/smoke.yaml"
 BO_KEYS = [("bo", "forrester", "forrester-basin-ucb", method) for method in ("random", "uncalibrated", "calibrated")]
 # The smoke config's BO jobs by hand: a synthetic objective's evaluations are free (uqcal.methods.bo.work), so a seed
-# is budget (3) surrogate steps of BO_STEP CPU seconds, and a job is its 2 seeds.
-BO_JOB_HOURS = 2 * 3 * BO_STEP / 3600
+# is budget (3) surrogate steps of its method's BO_STEP CPU seconds, and a job is its 2 seeds.
+BO_JOB_HOURS = {key: 2 * 3 * step_seconds(key[3]) / 3600 for key in BO_KEYS}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def test_the_default_and_smoke_configs_split_nothing(smoke):
 
 def test_a_job_splits_where_its_seeds_work_exceeds_the_threshold_and_nowhere_else(smoke):
     unsplit = plan(smoke)
-    below, above = BO_JOB_HOURS * 0.99, BO_JOB_HOURS * 1.01
+    below, above = min(BO_JOB_HOURS.values()) * 0.99, max(BO_JOB_HOURS.values()) * 1.01
     split = plan(shaped(smoke, below))
     # BO's three jobs (2 seeds each) are now six one-seed jobs, in their place; every other job is as it was
     expected = []
@@ -57,6 +57,9 @@ def test_a_job_splits_where_its_seeds_work_exceeds_the_threshold_and_nowhere_els
         "bo/forrester/forrester-basin-ucb/random/seed0", "bo/forrester/forrester-basin-ucb/random/seed1"]
     # just above the jobs' hours, and without a threshold: one job per method, as without the key
     assert plan(shaped(smoke, above)) == unsplit
+    # between two methods' hours: only the costlier method's job splits (calibrated refits most a step)
+    between = shaped(smoke, BO_JOB_HOURS[BO_KEYS[2]] * 0.99)
+    assert {job.key[:4] for job in plan(between) if job.seed is not None} == {BO_KEYS[2]}
     assert plan(shaped(smoke, None)) == unsplit
     no_key = copy.deepcopy(smoke)
     del no_key["job_shape"]
