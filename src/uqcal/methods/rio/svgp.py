@@ -420,8 +420,9 @@ def fit_svgp_batch(fits: list[dict]) -> list[FitResult]:
     ``fit_svgp`` path step for step: same initial state (its inducing rows and gpytorch's variational
     initialisation drawn from its seed's streams, in the same order), same objective up to the summation
     order of the batched float64 kernels, Cholesky factors and reductions (relative ~1e-15 per evaluation).
-    Over up to 1,000 L-BFGS-B iterations such differences can move iterates within the optimiser's own
-    tolerances; predictions and metrics agree to the tolerance ``ResidualIOGP.train_batch`` states. An
+    L-BFGS-B amplifies such differences (roughly tenfold an iteration): converged fits reach the same optimum,
+    fits stopped by ``max_iter`` on a flat objective end where rounding led them, as the per-seed fit does
+    under another floating-point order (the tolerance ``ResidualIOGP.train_batch`` states). An
     evaluation that fails in the batch (a Cholesky failure even after gpytorch's per-member jitter) is redone
     seed by seed on each seed's own model, so failures are those of ``fit_svgp``.
 
