@@ -129,16 +129,60 @@ def test_a_failed_batched_evaluation_is_redone_seed_by_seed(monkeypatch):
     _compare_fits(alone, batch, rtol=1e-8)
 
 
-def test_batchable_only_for_lbfgs_fits_of_one_shape():
+ADAM = dict(optimizer="adam", batch_size=64, epochs=4, lr=0.05, scale_targets=True, centre_targets=True)
+
+
+def test_adam_batch_takes_each_seeds_own_steps():
+    # Adam is elementwise: each seed's rows of the batched model take its own steps on its own minibatches.
+    fits = _diabetes_fits(n=300, **ADAM)
+    with gpytorch.settings.debug(False):
+        alone = [fit_svgp(**f) for f in fits]
+        batch = fit_svgp_batch(fits)
+    _compare_fits(alone, batch, rtol=1e-8)
+    for a, b in zip(alone, batch, strict=True):
+        np.testing.assert_allclose(b.loss_trace, a.loss_trace, rtol=1e-10)
+
+
+def test_adam_batch_stops_a_seed_whose_loss_turns_non_finite_as_alone(monkeypatch):
+    # Seed 1's loss is NaN at its 7th step (epoch 1: 5 steps an epoch): alone, _run_adam stops it at its epoch-0
+    # state; in the batch it must end the same, while seeds 0 and 2 go on as alone.
+    fits = _diabetes_fits(n=300, **ADAM)
+    stock = gpytorch.mlls.VariationalELBO.forward
+    calls = {"n": 0}
+
+    def poisoned(self, *args, **kwargs):
+        out = stock(self, *args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] != 7:
+            return out
+        if out.dim() == 0:
+            return out * float("nan")
+        return out * torch.tensor([1.0, float("nan"), 1.0], dtype=out.dtype)
+
+    with gpytorch.settings.debug(False):
+        alone = [fit_svgp(**f) for f in (fits[0], fits[2])]
+        monkeypatch.setattr(gpytorch.mlls.VariationalELBO, "forward", poisoned)
+        alone.insert(1, fit_svgp(**fits[1]))
+        calls["n"] = 0
+        batch = fit_svgp_batch(fits)
+    assert alone[1].failed and alone[1].failure.startswith("epoch 1") and alone[1].iterations == 6
+    _compare_fits(alone, batch, rtol=1e-8)
+    for a, b in zip(alone, batch, strict=True):
+        np.testing.assert_allclose(b.loss_trace, a.loss_trace, rtol=1e-10)
+
+
+def test_batchable_only_for_fits_of_one_optimiser_and_shape():
     fits = _diabetes_fits(max_iter=10)
     assert batchable(fits)
     assert not batchable(fits[:1])
     assert not batchable([{**fits[0], "optimizer": "adam"}, *fits[1:]])
+    assert batchable([{**f, "optimizer": "adam"} for f in fits])
+    assert not batchable([{**fits[0], "optimizer": "adam", "lr": 0.1}, *({**f, "optimizer": "adam"} for f in fits[1:])])
     assert not batchable([{**fits[0], "inputs": fits[0]["inputs"][:-1], "targets": fits[0]["targets"][:-1]},
                           *fits[1:]])  # fmt: skip
     assert not batchable([{**fits[0], "kernel_inputs": "i"}, *fits[1:]])
     with pytest.raises(ValueError, match="batchable"):
-        fit_svgp_batch([{**fits[0], "optimizer": "adam"}, *fits[1:]])
+        fit_svgp_batch([{**fits[0], "kernel_inputs": "i"}, *fits[1:]])
 
 
 # ------------------------------------------------------------------------------ the pipeline's train_batch
@@ -206,5 +250,8 @@ def test_train_batch_saves_what_train_saves_per_seed(tmp_path, method, params):
         saved_a = torch.load(a.run_dir / "model.pt", weights_only=False)
         saved_b = torch.load(b.run_dir / "model.pt", weights_only=False)
         assert saved_b.keys() == saved_a.keys()
+        # The saved state: Adam's step is scale-free, so a coordinate whose gradient is nearly zero (an inducing
+        # point's raw y_hat far out of the output kernel's reach) moves by the sign of rounding-level noise.
         for key, value in saved_a["model_state"].items():
-            torch.testing.assert_close(saved_b["model_state"][key], value, rtol=1e-5, atol=1e-6, msg=key)
+            torch.testing.assert_close(saved_b["model_state"][key], value, rtol=1e-4, atol=1e-6,
+                                       msg=lambda m, key=key: f"{key}: {m}")

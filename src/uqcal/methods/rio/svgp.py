@@ -433,19 +433,23 @@ def fit_svgp_batch(fits: list[dict]) -> list[FitResult]:
     if not batchable(fits):
         raise ValueError("fit_svgp_batch: the fits differ in optimiser, shape, kernel, dtype or device "
                          "(check with batchable(fits))")  # fmt: skip
-    settings = [{k: v for k, v in fit.items() if k not in _LBFGS_OPTIONS} for fit in fits]
+    settings = [{k: v for k, v in fit.items() if k not in _OPTIMISER_OPTIONS} for fit in fits]
     problems = []
     for kw in settings:
         problem = _set_up(**{**_SET_UP_DEFAULTS, **kw})  # seeds torch's global stream with the fit's seed
         # what gpytorch's first forward pass would draw next from that stream (fit_svgp draws nothing between)
         problem.initial_variational = _take_initial_variational(problem.model)
         problems.append(problem)
-    max_iter = int(fits[0].get("max_iter", 1000))
-    history = int(fits[0].get("lbfgs_history", 10))
+    options = {**_OPTIMISER_DEFAULTS, **{k: v for k, v in fits[0].items() if k in _OPTIMISER_DEFAULTS}}
     start = time.perf_counter()
-    with threadpoolctl.threadpool_limits(limits=torch.get_num_threads(), user_api="blas"):
-        searches = _lockstep_lbfgsb(problems, max_iter, history)
-    runs = [_lbfgsb_outcome(problem, *search) for problem, search in zip(problems, searches, strict=True)]
+    if options["optimizer"] == "adam":
+        runs = _adam_batch(problems, int(options["batch_size"]), int(options["epochs"]), float(options["lr"]))
+        if runs is None:  # a Cholesky failure in the batch, which no seed can be told apart in: each seed alone
+            return [fit_svgp(**fit) for fit in fits]
+    else:
+        with threadpoolctl.threadpool_limits(limits=torch.get_num_threads(), user_api="blas"):
+            searches = _lockstep_lbfgsb(problems, int(options["max_iter"]), int(options["lbfgs_history"]))
+        runs = [_lbfgsb_outcome(problem, *search) for problem, search in zip(problems, searches, strict=True)]
     seconds = (time.perf_counter() - start) / len(problems)
     return [problem.result(run, seconds) for problem, run in zip(problems, runs, strict=True)]
 
@@ -453,24 +457,27 @@ def fit_svgp_batch(fits: list[dict]) -> list[FitResult]:
 _SET_UP_DEFAULTS = {"inputs": None, "targets": None, "kernel_inputs": "io", "n_features": None, "ard": False,
                     "n_inducing": 50, "learn_inducing": True, "inducing_points": None, "seed": 0,
                     "scale_targets": False, "centre_targets": False, "dtype": torch.float64, "device": "cpu"}
-_LBFGS_OPTIONS = {"optimizer", "max_iter", "lbfgs_history", "progress", "batch_size", "epochs", "lr",
-                  "epoch_callback"}  # Adam's are unused by L-BFGS-B (as in fit_svgp)
+_OPTIMISER_DEFAULTS = {"optimizer": "lbfgs", "max_iter": 1000, "lbfgs_history": 10, "batch_size": 1024, "epochs": 10,
+                       "lr": 0.01}  # fit_svgp's
+_OPTIMISER_OPTIONS = {*_OPTIMISER_DEFAULTS, "progress"}  # progress: only the log's epoch lines
 
 
 def batchable(fits: list[dict]) -> bool:
-    """Whether ``fit_svgp_batch`` can fit these ``fit_svgp`` keyword sets together: more than one, all L-BFGS-B
-    with the same iteration cap and memory, inputs of one shape, the same kernel, inducing count, dtype and
-    device."""
-    if len(fits) < 2 or any(set(fit) - set(_SET_UP_DEFAULTS) - _LBFGS_OPTIONS for fit in fits):
+    """Whether ``fit_svgp_batch`` can fit these ``fit_svgp`` keyword sets together: more than one, one optimiser
+    with the same settings (L-BFGS-B: iteration cap, memory; Adam: batch size, epochs, learning rate; no
+    epoch_callback), inputs of one shape, the same kernel, inducing count, dtype and device."""
+    if len(fits) < 2 or any(set(fit) - set(_SET_UP_DEFAULTS) - _OPTIMISER_OPTIONS for fit in fits):
         return False
 
     def key(fit: dict) -> tuple:
-        full = {**_SET_UP_DEFAULTS, "optimizer": "lbfgs", "max_iter": 1000, "lbfgs_history": 10, **fit}
-        return (full["optimizer"], int(full["max_iter"]), int(full["lbfgs_history"]), np.shape(full["inputs"]),
+        full = {**_SET_UP_DEFAULTS, **_OPTIMISER_DEFAULTS, **fit}
+        options = (full["max_iter"], full["lbfgs_history"]) if full["optimizer"] == "lbfgs" else (
+            full["batch_size"], full["epochs"], full["lr"])
+        return (full["optimizer"], *(float(v) for v in options), np.shape(full["inputs"]),
                 full["kernel_inputs"], full["n_features"], bool(full["ard"]), int(full["n_inducing"]),
                 bool(full["learn_inducing"]), full["inducing_points"] is None, full["dtype"], str(full["device"]))
     keys = {key(fit) for fit in fits}
-    return len(keys) == 1 and next(iter(keys))[0] == "lbfgs"
+    return len(keys) == 1 and next(iter(keys))[0] in ("lbfgs", "adam")
 
 
 def _take_initial_variational(model: IOKernelSVGP) -> tuple[torch.Tensor, torch.Tensor]:
@@ -524,17 +531,22 @@ class _BatchedSVGP:
         self.train_y = torch.stack([p.train_y for p in problems])
         self.problems = problems
 
+    def set_row(self, row: int, theta: np.ndarray) -> None:
+        """Seed ``row``'s parameters from its flat vector (and, before its first evaluation, gpytorch's
+        variational initialisation, as its own model's first forward pass would set it)."""
+        with torch.no_grad():
+            flat = torch.as_tensor(theta, dtype=self.params[0].dtype, device=self.params[0].device)
+            for p, chunk in zip(self.params, torch.split(flat, self.sizes), strict=True):
+                p[row].copy_(chunk.view_as(p[row]))
+            if self.problems[row].initial_variational is not None:
+                _set_variational(self.model, self.problems[row].initial_variational, row)
+
     def evaluate(self, requests: dict[int, np.ndarray]) -> dict[int, tuple[float, np.ndarray] | Exception]:
         """Loss and gradient of each requested seed at its ``theta``; a seed's failure is returned as its
         exception. The other seeds' rows keep their last parameters (their results are not used)."""
         rows = {seed: row for row, seed in enumerate(self.members) if seed in requests}
-        with torch.no_grad():
-            for seed, row in rows.items():
-                flat = torch.as_tensor(requests[seed], dtype=self.params[0].dtype, device=self.params[0].device)
-                for p, chunk in zip(self.params, torch.split(flat, self.sizes), strict=True):
-                    p[row].copy_(chunk.view_as(p[row]))
-                if self.problems[row].initial_variational is not None:
-                    _set_variational(self.model, self.problems[row].initial_variational, row)
+        for seed, row in rows.items():
+            self.set_row(row, requests[seed])
         for p in self.params:
             p.grad = None
         try:
@@ -555,6 +567,64 @@ class _BatchedSVGP:
                               for p in self.params])  # fmt: skip
             replies[seed] = (float(losses[row].item()), grad.double().cpu().numpy())
         return replies
+
+
+def _adam_batch(problems: list[_Problem], batch_size: int, epochs: int, lr: float) -> list[dict] | None:
+    """``_run_adam`` for every seed at once: one Adam on the batched model (elementwise, so each seed's rows take
+    its own Adam steps), each seed's minibatches drawn from its own stream in ``_run_adam``'s order. A seed
+    whose loss turns non-finite is put back to its last epoch's state and kept there, as ``_run_adam`` stops
+    it; None when the batched model raises one of GP_FAILURES (the caller then fits each seed alone)."""
+    members = list(range(len(problems)))
+    batched = _BatchedSVGP(problems, members)
+    for row, problem in enumerate(problems):
+        batched.set_row(row, problem.flat_params())
+        problem.initial_variational = None
+    opt = torch.optim.Adam(batched.params, lr=lr)
+    n = problems[0].train_x.shape[0]
+    device = batched.train_x.device
+    steps, traces, failures = [0] * len(problems), [[] for _ in problems], [""] * len(problems)
+    frozen: dict[int, list[torch.Tensor]] = {}  # stopped seeds: the state they keep
+    for epoch in range(epochs):
+        saved = [p.detach().clone() for p in batched.params]
+        orders = [torch.as_tensor(problem.rng.permutation(n), device=device) if row not in frozen
+                  else torch.arange(n, device=device) for row, problem in enumerate(problems)]  # fmt: skip
+        totals = [0.0] * len(problems)
+        for start in range(0, n, batch_size):
+            rows = torch.stack([order[start : start + batch_size] for order in orders])
+            x = torch.stack([batched.train_x[row, r] for row, r in enumerate(rows)])
+            y = torch.stack([batched.train_y[row, r] for row, r in enumerate(rows)])
+            opt.zero_grad()
+            try:
+                losses = -batched.elbo(batched.model(x), y)
+            except GP_FAILURES:
+                return None
+            live = [row for row in members if row not in frozen]
+            for row in live:
+                if not torch.isfinite(losses[row]):
+                    failures[row] = f"epoch {epoch}: non-finite ELBO"
+                    frozen[row] = [p[row].clone() for p in saved]
+            live = [row for row in live if row not in frozen]
+            if not live:
+                break
+            losses[live].sum().backward()
+            opt.step()
+            with torch.no_grad():
+                for row, state in frozen.items():
+                    for p, value in zip(batched.params, state, strict=True):
+                        p[row].copy_(value)
+            for row in live:
+                totals[row] += float(losses[row].item()) * rows.shape[1]
+                steps[row] += 1
+        for row in members:
+            if row not in frozen:
+                traces[row].append(totals[row])  # summed over the epoch's rows, as _run_adam's trace
+        if len(frozen) == len(problems):
+            break
+    for row, problem in enumerate(problems):  # each seed's own model takes its final state
+        problem.set_params(torch.cat([p[row].detach().reshape(-1) for p in batched.params]).cpu().numpy())
+    return [{"iterations": steps[row], "function_evals": steps[row],
+             "final_loss": traces[row][-1] if traces[row] else math.nan, "converged": False,
+             "failure": failures[row], "loss_trace": traces[row]} for row in members]  # fmt: skip
 
 
 def _evaluate_alone(problem: _Problem, theta: np.ndarray) -> tuple[float, np.ndarray] | Exception:
