@@ -411,24 +411,29 @@ class GPFitError(RuntimeError):
 
 
 def fit_svgp_batch(fits: list[dict]) -> list[FitResult]:
-    """``[fit_svgp(**kwargs) for kwargs in fits]`` for L-BFGS-B fits of one shape (the seeds of one job), with
-    every objective evaluation of all the seeds computed at once by one batched SVGP (gpytorch ``batch_shape``).
+    """``[fit_svgp(**kwargs) for kwargs in fits]`` for fits of one shape and optimiser (the seeds of one job), with
+    every objective evaluation of all the seeds computed at once by one batched SVGP (gpytorch ``batch_shape``;
+    a seed's rows of it depend on that seed's parameters only). Each seed starts from its own ``fit_svgp``
+    state: its inducing rows and gpytorch's variational initialisation drawn from its seed's streams, in the
+    same order. The batched float64 kernels, Cholesky factors and reductions sum in another order (relative
+    ~1e-15 per evaluation).
 
-    Each seed keeps its own scipy L-BFGS-B run (its own line search, iterations and stopping) in its own thread;
-    the threads only hand their parameter vectors over and wait for the batched loss and gradient (a seed's
-    rows of a batched model depend on that seed's parameters only). A seed's fit therefore follows its own
-    ``fit_svgp`` path step for step: same initial state (its inducing rows and gpytorch's variational
-    initialisation drawn from its seed's streams, in the same order), same objective up to the summation
-    order of the batched float64 kernels, Cholesky factors and reductions (relative ~1e-15 per evaluation).
-    L-BFGS-B amplifies such differences (roughly tenfold an iteration): converged fits reach the same optimum,
-    fits stopped by ``max_iter`` on a flat objective end where rounding led them, as the per-seed fit does
-    under another floating-point order (the tolerance ``ResidualIOGP.train_batch`` states). An
-    evaluation that fails in the batch (a Cholesky failure even after gpytorch's per-member jitter) is redone
-    seed by seed on each seed's own model, so failures are those of ``fit_svgp``.
+    L-BFGS-B: each seed keeps its own scipy run (its own line search, iterations and stopping) in its own
+    thread; the threads only hand their parameter vectors over and wait for the batched loss and gradient.
+    L-BFGS-B amplifies rounding differences (roughly tenfold an iteration): converged fits reach the same
+    optimum, fits stopped by ``max_iter`` on a flat objective end where rounding led them, as the per-seed fit
+    does under another floating-point order. An evaluation that fails in the batch (a Cholesky failure even
+    after gpytorch's per-member jitter) is redone seed by seed on each seed's own model, so failures are
+    those of ``fit_svgp``.
 
-    ``fits``: keyword arguments of ``fit_svgp``, all with ``optimizer="lbfgs"`` (its default) and the same
-    data shape, kernel, dtype and device (``batchable`` checks). ``fit_seconds`` of each result is the batch's
-    optimisation time divided by the seeds.
+    Adam: one Adam on the batched parameters is each seed's own Adam (elementwise), on each seed's minibatches
+    drawn from its own stream in ``fit_svgp``'s order; a seed whose loss turns non-finite is put back to its
+    last epoch's state and kept there, as alone. A Cholesky failure in the batch (not attributable to one
+    seed) makes every seed fit alone with ``fit_svgp``.
+
+    The tolerances, measured: ``ResidualIOGP.train_batch``. ``fits``: keyword arguments of ``fit_svgp`` with
+    one optimiser and its settings, the same data shape, kernel, dtype and device, no ``epoch_callback``
+    (``batchable`` checks). ``fit_seconds`` of each result is the batch's optimisation time divided by the seeds.
     """
     if not batchable(fits):
         raise ValueError("fit_svgp_batch: the fits differ in optimiser, shape, kernel, dtype or device "
