@@ -22,6 +22,7 @@ from uqcal.methods.rio import METHODS
 from uqcal.methods.rio.svgp import batchable, fit_svgp, fit_svgp_batch
 
 SEEDS = (0, 1, 2)
+ADAM = dict(optimizer="adam", batch_size=64, epochs=4, lr=0.05, scale_targets=True, centre_targets=True)
 
 
 def _diabetes_fits(seeds=SEEDS, n=200, **extra):
@@ -108,6 +109,16 @@ def test_fit_svgp_batch_reaches_each_seeds_own_optimum():
         np.testing.assert_allclose(var_b, var_a, rtol=1e-3)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("optimizer", [{"max_iter": 8}, ADAM])
+def test_fit_svgp_batch_on_cuda_follows_each_seeds_fit_svgp(optimizer):
+    fits = _diabetes_fits(device="cuda", **optimizer)
+    with gpytorch.settings.debug(False):
+        alone = [fit_svgp(**f) for f in fits]
+        batch = fit_svgp_batch(fits)
+    _compare_fits(alone, batch, rtol=1e-6)
+
+
 def test_a_failed_batched_evaluation_is_redone_seed_by_seed(monkeypatch):
     # A Cholesky failure of the batched model (3-D inputs) must not change any seed: the evaluation is redone on
     # each seed's own model, which here succeeds.
@@ -127,9 +138,6 @@ def test_a_failed_batched_evaluation_is_redone_seed_by_seed(monkeypatch):
         batch = fit_svgp_batch(fits)
     assert calls["batched"] > 4
     _compare_fits(alone, batch, rtol=1e-8)
-
-
-ADAM = dict(optimizer="adam", batch_size=64, epochs=4, lr=0.05, scale_targets=True, centre_targets=True)
 
 
 def test_adam_batch_takes_each_seeds_own_steps():
