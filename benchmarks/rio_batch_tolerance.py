@@ -7,10 +7,11 @@ Run a job into a scratch results tree that holds the job's inputs (data/, .uqcal
     PYTHONPATH=src .venv/bin/python benchmarks/rio_batch_tolerance.py run --workdir /tmp/x \\
         --job concrete/holdout/rio --path batched             # or per-seed, with --numerics native|portable
 
-and compare every seed's metrics.json and predictions with a reference tree (a run of main):
+and compare every seed's metrics.json and predictions with a reference tree (a run of main); ``--check
+lbfgs|adam`` fails where the tolerance ResidualIOGP.train_batch states for that optimiser breaks:
 
     PYTHONPATH=src .venv/bin/python benchmarks/rio_batch_tolerance.py compare --reference /tmp/final \\
-        --workdir /tmp/x --job concrete/holdout/rio
+        --workdir /tmp/x --job concrete/holdout/rio --check lbfgs
 
 `run` prints the job's CPU seconds (this process: resource.getrusage); run one job at a time.
 """
@@ -48,6 +49,39 @@ def run(workdir: Path, job: str, path: str, numerics: str) -> None:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     print(f"{job} {path} {numerics}: {usage.ru_utime + usage.ru_stime:.1f} CPU s")
     sys.exit(status)
+
+
+# The tolerances ResidualIOGP.train_batch states (per seed against the per-seed run): metric -> ("rel" | "abs",
+# bound); predictions: |difference| / the mean predictive std. Metrics not named (timings) are not bounded.
+CONTINUOUS = ("rmse", "mse", "te", "crps", "nlpd", "nll", "sharpness", "noise_var")
+TOLERANCES = {
+    "lbfgs": {**dict.fromkeys(CONTINUOUS, ("rel", 0.05)), "gp_final_loss": ("rel", 0.01),
+              **dict.fromkeys(("cov68", "cov90", "cov95", "improvement_ratio"), ("abs", 0.06)),
+              "ece": ("abs", 0.01), "cal_score": ("abs", 0.01), "ce": ("abs", 0.3),
+              "gp_iterations": ("rel", 0.3), "gp_function_evals": ("rel", 0.3), "mean": ("pred", 0.5),
+              "std": ("pred", 0.5)},
+    "adam": {**dict.fromkeys((*CONTINUOUS, "gp_final_loss"), ("rel", 0.01)),
+             **dict.fromkeys(("cov68", "cov90", "cov95", "improvement_ratio", "ece", "cal_score"), ("abs", 0.01)),
+             "ce": ("abs", 0.15), "mean": ("pred", 0.1), "std": ("pred", 0.1)},
+}
+# Exact in both paths: the data, the network (trained by `nn`), the counts of a fit that cannot differ.
+EXACT = ("row", "y", "nn_mean", "nn_rmse", "fit_failures")
+
+
+def check(found: dict, optimizer: str) -> list[str]:
+    """The stated tolerances ``found`` (compare's output) breaks."""
+    broken = []
+    kinds = {"rel": "metrics_max_rel_diff", "abs": "metrics_max_abs_diff",
+             "pred": "predictions_max_abs_diff_over_mean_std"}  # fmt: skip
+    for name, (kind, bound) in TOLERANCES[optimizer].items():
+        value = found[kinds[kind]].get(name, 0.0)
+        if value > bound:
+            broken.append(f"{name}: {value:.3g} > {bound} ({kind})")
+    for name in EXACT:
+        for table in ("metrics_max_abs_diff", "predictions_max_abs_diff_over_mean_std"):
+            if found[table].get(name, 0.0) > 0:
+                broken.append(f"{name}: differs ({table})")
+    return broken
 
 
 def compare(reference: Path, workdir: Path, job: str) -> dict:
@@ -97,6 +131,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     other.add_argument("--reference", type=Path, required=True)
     other.add_argument("--workdir", type=Path, required=True)
     other.add_argument("--job", required=True)
+    other.add_argument("--check", choices=sorted(TOLERANCES), help="exit 1 where the stated tolerance breaks")
     return parser.parse_args(argv)
 
 
@@ -105,4 +140,7 @@ if __name__ == "__main__":
     if args.command == "run":
         run(args.workdir.resolve(), args.job, args.path, args.numerics)
     else:
-        compare(args.reference, args.workdir, args.job)
+        broken = check(compare(args.reference, args.workdir, args.job), args.check) if args.check else []
+        for line in broken:
+            print("BROKEN", line)
+        sys.exit(1 if broken else 0)
