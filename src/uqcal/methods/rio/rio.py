@@ -193,8 +193,11 @@ class ResidualIOGP(ProbabilisticRegressor):
         - Fits stopped by the 1,000-iteration cap (most raw-target fits) end where rounding led them on a flat
           ELBO: rmse, mse, te, crps, nlpd/nll, sharpness, noise_var within 5 % relative, gp_final_loss within
           1 %; coverages and improvement_ratio within 0.06 absolute, ece and cal_score within 0.01, ce within
-          0.3; predictive mean and std within 0.5 of the mean predictive std; gp_iterations and
-          gp_function_evals within 30 %. fit_seconds is the batch's time divided by the seeds.
+          0.3; predictive mean and std within 0.5 of the mean predictive std. gp_iterations and
+          gp_function_evals within 50 % (measured: 29 %; the per-seed path under native numerics: 33 %): a fit
+          near L-BFGS-B's stopping test stops hundreds of iterations apart, or stops in one run and reaches
+          the cap in the other (gp_converged then differs). fit_seconds is the batch's time divided by the
+          seeds.
         - Minibatch Adam (diamonds): elementwise, no line search; short runs agree to ~1e-13 (test). Over 20
           epochs a coordinate whose gradient is nearly zero moves by Adam's scale-free step whatever the sign
           of its rounding noise: rmse, mse, te, crps, nlpd/nll, sharpness, noise_var, gp_final_loss within 1 %
