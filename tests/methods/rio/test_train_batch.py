@@ -120,15 +120,15 @@ def test_fit_svgp_batch_on_cuda_follows_each_seeds_fit_svgp(optimizer):
 
 
 def test_a_failed_batched_evaluation_is_redone_seed_by_seed(monkeypatch):
-    # A Cholesky failure of the batched model (3-D inputs) must not change any seed: the evaluation is redone on
-    # each seed's own model, which here succeeds.
+    # A Cholesky failure of the batched model must not change any seed: the evaluation is redone for each seed in
+    # a batch of one, which here succeeds.
     fits = _diabetes_fits(max_iter=8)
     with gpytorch.settings.debug(False):
         alone = [fit_svgp(**f) for f in fits]
         stock, calls = svgp._summed_loss, {"batched": 0}
 
         def flaky(model, elbo, train_x, train_y):
-            if train_x.dim() == 3:
+            if train_x.dim() == 3 and train_x.shape[0] > 1:  # a batch of several seeds (not of one)
                 calls["batched"] += 1
                 if calls["batched"] in (1, 4):
                     raise NotPSDError("not PSD")
@@ -177,6 +177,35 @@ def test_adam_batch_stops_a_seed_whose_loss_turns_non_finite_as_alone(monkeypatc
     _compare_fits(alone, batch, rtol=1e-8)
     for a, b in zip(alone, batch, strict=True):
         np.testing.assert_allclose(b.loss_trace, a.loss_trace, rtol=1e-10)
+
+
+def test_a_seeds_batched_fit_does_not_depend_on_the_other_seeds():
+    # Each evaluation of a seed is computed by a batched model, whichever seeds share it (a lone seed: a batch of
+    # one), so a job resumed with fewer pending seeds, or one --seed, fits a seed as the whole job does.
+    fits = _diabetes_fits(seeds=(0, 1, 2, 3), max_iter=8)
+    with gpytorch.settings.debug(False):
+        together = fit_svgp_batch(fits)
+        pairs = fit_svgp_batch([fits[1], fits[3]])
+    _compare_fits([together[1], together[3]], pairs, rtol=1e-10)
+
+
+def test_adam_batch_of_one_records_a_cholesky_failure_as_alone(monkeypatch):
+    fits = _diabetes_fits(n=300, **ADAM)
+    stock, calls = gpytorch.mlls.VariationalELBO.forward, {"n": 0}
+
+    def flaky(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 7:
+            raise NotPSDError("not PSD")
+        return stock(self, *args, **kwargs)
+
+    with gpytorch.settings.debug(False):
+        monkeypatch.setattr(gpytorch.mlls.VariationalELBO, "forward", flaky)
+        alone = fit_svgp(**fits[0])
+        calls["n"] = 0
+        batch = svgp._fit_together([fits[0]])[0]
+    assert alone.failure == batch.failure == "epoch 1: NotPSDError: not PSD" and batch.iterations == 6
+    _compare_fits([alone], [batch], rtol=1e-8)
 
 
 def test_batchable_only_for_fits_of_one_optimiser_and_shape():

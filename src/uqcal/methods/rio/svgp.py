@@ -260,9 +260,6 @@ class _Problem:
     def evaluate(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
         """The summed negative ELBO at ``theta`` and its gradient; raises one of GP_FAILURES at a bad state."""
         self.set_params(theta)
-        if self.initial_variational is not None:
-            _set_variational(self.model, self.initial_variational)
-            self.initial_variational = None
         for p in self.params:
             p.grad = None
         loss = _summed_loss(self.model, self.elbo, self.train_x, self.train_y)
@@ -438,6 +435,11 @@ def fit_svgp_batch(fits: list[dict]) -> list[FitResult]:
     if not batchable(fits):
         raise ValueError("fit_svgp_batch: the fits differ in optimiser, shape, kernel, dtype or device "
                          "(check with batchable(fits))")  # fmt: skip
+    return _fit_together(fits)
+
+
+def _fit_together(fits: list[dict]) -> list[FitResult]:
+    """``fit_svgp_batch`` for fits ``batchable`` has accepted (or one fit: a batch of one)."""
     settings = [{k: v for k, v in fit.items() if k not in _OPTIMISER_OPTIONS} for fit in fits]
     problems = []
     for kw in settings:
@@ -450,7 +452,7 @@ def fit_svgp_batch(fits: list[dict]) -> list[FitResult]:
     if options["optimizer"] == "adam":
         runs = _adam_batch(problems, int(options["batch_size"]), int(options["epochs"]), float(options["lr"]))
         if runs is None:  # a Cholesky failure in the batch, which no seed can be told apart in: each seed alone
-            return [fit_svgp(**fit) for fit in fits]
+            return [_fit_together([fit])[0] for fit in fits]
     else:
         with threadpoolctl.threadpool_limits(limits=torch.get_num_threads(), user_api="blas"):
             searches = _lockstep_lbfgsb(problems, int(options["max_iter"]), int(options["lbfgs_history"]))
@@ -560,11 +562,16 @@ class _BatchedSVGP:
             ok = [row for row in rows.values() if bool(finite[row])]
             if ok:
                 losses[ok].sum().backward()
-        except GP_FAILURES:  # redone seed by seed, as fit_svgp would meet it
-            return {seed: _evaluate_alone(self.problems[row], requests[seed]) for seed, row in rows.items()}
+        except GP_FAILURES as exc:
+            if len(self.members) == 1:
+                self.problems[0].initial_variational = None  # gpytorch initialises before it fails, too
+                return {seed: exc for seed in rows}
+            # Redone seed by seed (each in a batch of one), so that a seed fails only where it fails alone.
+            return {seed: _BatchedSVGP([self.problems[row]], [seed]).evaluate({seed: requests[seed]})[seed]
+                    for seed, row in rows.items()}  # fmt: skip
         replies: dict[int, tuple[float, np.ndarray] | Exception] = {}
         for seed, row in rows.items():
-            self.problems[row].initial_variational = None
+            self.problems[row].initial_variational = None  # used: later evaluations start from theta alone
             if row not in ok:
                 replies[seed] = FloatingPointError("non-finite ELBO")
                 continue
@@ -578,7 +585,8 @@ def _adam_batch(problems: list[_Problem], batch_size: int, epochs: int, lr: floa
     """``_run_adam`` for every seed at once: one Adam on the batched model (elementwise, so each seed's rows take
     its own Adam steps), each seed's minibatches drawn from its own stream in ``_run_adam``'s order. A seed
     whose loss turns non-finite is put back to its last epoch's state and kept there, as ``_run_adam`` stops
-    it; None when the batched model raises one of GP_FAILURES (the caller then fits each seed alone)."""
+    it. A batch of one meets one of GP_FAILURES as ``_run_adam`` does; a larger batch returns None (the caller
+    then fits each seed in a batch of one)."""
     members = list(range(len(problems)))
     batched = _BatchedSVGP(problems, members)
     for row, problem in enumerate(problems):
@@ -601,8 +609,12 @@ def _adam_batch(problems: list[_Problem], batch_size: int, epochs: int, lr: floa
             opt.zero_grad()
             try:
                 losses = -batched.elbo(batched.model(x), y)
-            except GP_FAILURES:
-                return None
+            except GP_FAILURES as exc:
+                if len(problems) > 1:
+                    return None
+                failures[0] = f"epoch {epoch}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+                frozen[0] = [p[0].clone() for p in saved]
+                losses = torch.zeros(1, dtype=x.dtype, device=device)
             live = [row for row in members if row not in frozen]
             for row in live:
                 if not torch.isfinite(losses[row]):
@@ -625,24 +637,18 @@ def _adam_batch(problems: list[_Problem], batch_size: int, epochs: int, lr: floa
                 traces[row].append(totals[row])  # summed over the epoch's rows, as _run_adam's trace
         if len(frozen) == len(problems):
             break
-    for row, problem in enumerate(problems):  # each seed's own model takes its final state
-        problem.set_params(torch.cat([p[row].detach().reshape(-1) for p in batched.params]).cpu().numpy())
+    for row, problem in enumerate(problems):  # each seed's own model takes its final (or kept) state
+        state = frozen.get(row) or [p[row].detach() for p in batched.params]
+        problem.set_params(torch.cat([value.reshape(-1) for value in state]).cpu().numpy())
     return [{"iterations": steps[row], "function_evals": steps[row],
              "final_loss": traces[row][-1] if traces[row] else math.nan, "converged": False,
              "failure": failures[row], "loss_trace": traces[row]} for row in members]  # fmt: skip
 
 
-def _evaluate_alone(problem: _Problem, theta: np.ndarray) -> tuple[float, np.ndarray] | Exception:
-    try:
-        return problem.evaluate(theta)
-    except GP_FAILURES as exc:
-        return exc
-
-
 def _lockstep_lbfgsb(problems: list[_Problem], max_iter: int, history: int) -> list:
     """One L-BFGS-B run per seed in its own thread; this thread evaluates, in one batched call, the parameter
     vectors of every seed still running once each has asked (the optimisers only wait on their objective).
-    The batch shrinks to the seeds still running (the last one alone is evaluated on its own model)."""
+    The batch shrinks to the seeds still running (the last one: a batch of one)."""
     cond = threading.Condition()
     requests: dict[int, np.ndarray] = {}
     replies: dict[int, object] = {}
@@ -683,12 +689,9 @@ def _lockstep_lbfgsb(problems: list[_Problem], max_iter: int, history: int) -> l
             requests.clear()
         try:
             members = sorted(batch)
-            if len(members) == 1:
-                answers = {members[0]: _evaluate_alone(problems[members[0]], batch[members[0]])}
-            else:
-                if batched is None or batched.members != members:
-                    batched = _BatchedSVGP([problems[i] for i in members], members)
-                answers = batched.evaluate(batch)
+            if batched is None or batched.members != members:
+                batched = _BatchedSVGP([problems[i] for i in members], members)
+            answers = batched.evaluate(batch)
         except BaseException as exc:  # not a GP failure: every waiting seed stops with it
             answers = dict.fromkeys(batch, exc)
         with cond:
