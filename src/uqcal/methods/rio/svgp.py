@@ -420,13 +420,15 @@ def fit_svgp_batch(fits: list[dict]) -> list[FitResult]:
     L-BFGS-B amplifies rounding differences (roughly tenfold an iteration): converged fits reach the same
     optimum, fits stopped by ``max_iter`` on a flat objective end where rounding led them, as the per-seed fit
     does under another floating-point order. An evaluation that fails in the batch (a Cholesky failure even
-    after gpytorch's per-member jitter) is redone seed by seed on each seed's own model, so failures are
-    those of ``fit_svgp``.
+    after gpytorch's per-member jitter) is redone seed by seed, so a seed fails only where it fails alone.
+    Every evaluation of a seed is computed by a batched model (a lone seed, a redo: a batch of one), whose
+    rows do not depend on the other rows: a seed's fit is the same whichever seeds share its job (a resumed
+    job, one --seed).
 
     Adam: one Adam on the batched parameters is each seed's own Adam (elementwise), on each seed's minibatches
     drawn from its own stream in ``fit_svgp``'s order; a seed whose loss turns non-finite is put back to its
     last epoch's state and kept there, as alone. A Cholesky failure in the batch (not attributable to one
-    seed) makes every seed fit alone with ``fit_svgp``.
+    seed) makes every seed fit again in a batch of one, which records it as ``fit_svgp`` does.
 
     The tolerances, measured: ``ResidualIOGP.train_batch``. ``fits``: keyword arguments of ``fit_svgp`` with
     one optimiser and its settings, the same data shape, kernel, dtype and device, no ``epoch_callback``
