@@ -422,8 +422,8 @@ def fit_svgp_batch(fits: list[dict]) -> list[FitResult]:
     does under another floating-point order. An evaluation that fails in the batch (a Cholesky failure even
     after gpytorch's per-member jitter) is redone seed by seed, so a seed fails only where it fails alone.
     Every evaluation of a seed is computed by a batched model (a lone seed, a redo: a batch of one), whose
-    rows do not depend on the other rows: a seed's fit is the same whichever seeds share its job (a resumed
-    job, one --seed).
+    rows did not depend on the other rows in any bit where measured (batches of 1-4, portable numerics): a
+    seed's fit then does not depend on which seeds share its job (a resumed job, one --seed).
 
     Adam: one Adam on the batched parameters is each seed's own Adam (elementwise), on each seed's minibatches
     drawn from its own stream in ``fit_svgp``'s order; a seed whose loss turns non-finite is put back to its
