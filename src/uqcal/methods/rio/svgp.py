@@ -423,7 +423,8 @@ def fit_svgp_batch(fits: list[dict]) -> list[FitResult]:
     after gpytorch's per-member jitter) is redone seed by seed, so a seed fails only where it fails alone.
     Every evaluation of a seed is computed by a batched model (a lone seed, a redo: a batch of one), whose
     rows did not depend on the other rows in any bit where measured (batches of 1-4, portable numerics): a
-    seed's fit then does not depend on which seeds share its job (a resumed job, one --seed).
+    seed's fit then does not depend on which seeds share its batch (a resumed job with two or more seeds
+    left; one seed left, or one --seed, takes the per-seed ``train``: within the stated tolerance).
 
     Adam: one Adam on the batched parameters is each seed's own Adam (elementwise), on each seed's minibatches
     drawn from its own stream in ``fit_svgp``'s order; a seed whose loss turns non-finite is put back to its
