@@ -181,7 +181,7 @@ def test_adam_batch_stops_a_seed_whose_loss_turns_non_finite_as_alone(monkeypatc
 
 def test_a_seeds_batched_fit_does_not_depend_on_the_other_seeds():
     # Each evaluation of a seed is computed by a batched model, whichever seeds share it (a lone seed: a batch of
-    # one), so a job resumed with fewer pending seeds, or one --seed, fits a seed as the whole job does.
+    # one), so a job resumed with fewer (two or more) pending seeds fits a seed as the whole job does.
     fits = _diabetes_fits(seeds=(0, 1, 2, 3), max_iter=8)
     with gpytorch.settings.debug(False):
         together = fit_svgp_batch(fits)
