@@ -186,10 +186,7 @@ def configure_torch(mode: str | None = None, threads: int | None = None) -> None
         torch.set_num_threads(int(threads))
     if mode == "portable":
         torch.backends.nnpack.set_flags(False)
-        # The same flag as torch.use_deterministic_algorithms(True, warn_only=True), through torch's documented
-        # alternative interface, which does not import torch._inductor (~1.5-2 s of CPU a job, every train job;
-        # inductor's own `deterministic` setting only matters to torch.compile, which uqcal does not use).
-        torch.set_deterministic_debug_mode("warn")
+        torch.use_deterministic_algorithms(True, warn_only=True)
         capability = torch.backends.cpu.get_cpu_capability()
         if capability != "AVX2" and is_x86_64():
             check_floor()
