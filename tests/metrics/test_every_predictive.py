@@ -181,6 +181,7 @@ NOT_A_LIBRARY_PREDICTIVE = {
 def _every_predictive_kind():
     """(prediction, y) of every predictive kind the library builds, by name."""
     from uqcal.core.recalibration import TemperatureScaling, VarianceScaling
+    from uqcal.methods.fewshot.base import EpisodePredictive
     from uqcal.methods.metareg.predictive import GmmCalibratedPredictive, GridQuantilePredictive
 
     rng = np.random.default_rng(10)
@@ -209,6 +210,7 @@ def _every_predictive_kind():
         "categorical": (CategoricalPredictive(probs), labels),
         "temperature_scaled": (TemperatureScaling().fit(CategoricalPredictive(probs), labels)
                                .transform(CategoricalPredictive(probs)), labels),
+        "episode": (EpisodePredictive(probs, classes=np.arange(3)), labels),
     }
 
 
@@ -219,7 +221,8 @@ def _subclasses(cls):
 
 
 def test_all_metrics_is_finite_for_every_predictive_kind_the_library_builds():
-    import uqcal.methods.metareg.predictive  # noqa: F401  (registers its subclasses)
+    import uqcal.methods.fewshot.base  # noqa: F401  (registers its subclasses, whatever this process imported)
+    import uqcal.methods.metareg.predictive  # noqa: F401
     import uqcal.pipeline.report.figures.calibration  # noqa: F401
 
     kinds = _every_predictive_kind()

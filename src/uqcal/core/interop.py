@@ -20,7 +20,7 @@ isotonic map (``IsotonicRecalibrator``,               (R(F(y)) with R piecewise 
 No faithful counterpart, refused with an error naming the reason rather than converted approximately: a recalibrated
 predictive through any other map (MetaCal's GMM-CDF, a user's callable), of a non-Gaussian base, or with a
 ``logpdf_floor``; a quantile predictive with tied quantiles (skpro's histogram needs increasing ones) or with
-its own tails (a subclass such as metareg's ``GridQuantilePredictive``); class probabilities (``CategoricalPredictive``:
+its own tails (a subclass with its own ``cdf`` beyond the outer levels); class probabilities (``CategoricalPredictive``:
 skpro's distributions are over real targets). uqcal builds no sample-based predictive, so skpro's ``Empirical``
 has no uqcal counterpart.
 """

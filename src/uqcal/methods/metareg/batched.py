@@ -194,7 +194,7 @@ def meta_train_batch(models: list[nn.Module], loss_fn, datas: list[EpisodeData],
 def _subset(stacked: dict, buffers: dict, slots: list[int], n_active: int) -> tuple[dict, dict]:
     if len(slots) == n_active:
         return stacked, buffers
-    index = torch.tensor(slots)
+    index = torch.tensor(slots, device=next(iter(stacked.values())).device)
     return {n: v[index] for n, v in stacked.items()}, {n: v[index] for n, v in buffers.items()}
 
 

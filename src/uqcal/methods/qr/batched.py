@@ -146,7 +146,7 @@ def train_stacked(nets: list, X: torch.Tensor, y: torch.Tensor, orders: torch.Te
             if dropout_generators is not None:
                 # nn.Dropout on CPU: empty_like(h).bernoulli_(1 - p).div_(1 - p), layer by layer, per model
                 shape = (index.shape[1], stack.weights[0].shape[1])
-                per_model = [[torch.empty(shape).bernoulli_(keep, generator=g).div_(keep)
+                per_model = [[torch.empty(shape, device="cpu").bernoulli_(keep, generator=g).div_(keep)
                               for _ in range(hidden_layers)] for g in dropout_generators]
                 noises = [torch.stack([masks[i] for masks in per_model]).to(X.device) for i in range(hidden_layers)]
             loss, nll, penalty = stacked_loss(stack, X[rows, index], y[rows, index], regularizer,

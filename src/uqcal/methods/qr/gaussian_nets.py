@@ -431,9 +431,10 @@ class GaussianNetMethod(ProbabilisticRegressor):
             # may all be drawn first; with dropout there is one member (stackable above).
             nets = [method._new_net(setup) for _ in range(int(p["n_members"]))]
             n, epochs = int(setup.y_train.shape[0]), int(p["epochs"])
-            orders = torch.stack([torch.stack([torch.randperm(n, generator=setup.generator) for _ in range(epochs)])
-                                  for _ in nets])  # member by member, epoch by epoch: train_member's draws
-            global_stream = torch.Generator()
+            # member by member, epoch by epoch: train_member's draws
+            orders = torch.stack([torch.stack([torch.randperm(n, generator=setup.generator, device="cpu")
+                                               for _ in range(epochs)]) for _ in nets])
+            global_stream = torch.Generator(device="cpu")
             global_stream.set_state(torch.get_rng_state())  # the masks' stream: the global one after the weights
             runs.append(_BatchedRun(ctx, method, X, y, X_all, y_all, train_rows, test_rows, setup, nets, orders,
                                     global_stream))

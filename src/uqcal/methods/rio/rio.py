@@ -209,6 +209,16 @@ class ResidualIOGP(ProbabilisticRegressor):
         order, its own run under the project's other numerics mode (native vs portable, same seeds and code):
         on concrete, svgp's rmse by 1.4 %, noise_var 2.7 %, means by 0.19 std; y_io's ce by 0.29, means by
         0.29 std (the batch: 1.0 %, 3.8 %, 0.22; 0.16, 0.39).
+
+        Parameters
+        ----------
+        ctxs : list of RunContext
+            The pending seeds of one train job, in seed order; each gets what ``train(ctx)`` saves.
+
+        Returns
+        -------
+        None
+            Each seed's model, predictions and train stats are saved through its ``ctx``.
         """
         seeds = []
         for ctx in ctxs:
