@@ -202,9 +202,14 @@ def code_hashes(job: Job) -> dict[str, str]:
 def build_spec(config: dict, job: Job, config_path: str) -> dict:
     """What the job is made from, apart from its inputs' content (which the step reads when it runs)."""
     return {"rule": job.rule, "key": list(job.key), "config": config_path,
-            "params": {**param_values(config, job, config_path), **numerics_param(config)},
+            "params": spec_params(config, job, config_path),
             "job": payload(config, job), "code": code_hashes(job), "files": file_hashes(local_files(config, job)),
             "upstream": [up.record_path for up in upstream(config, job)]}
+
+
+def spec_params(config: dict, job: Job, config_path: str) -> dict:
+    """The job's parameters as its spec and record hold them: its config values and its numerics."""
+    return {**param_values(config, job, config_path), **numerics_param(config)}
 
 
 def numerics_param(config: dict) -> dict[str, str]:

@@ -169,6 +169,7 @@ def makespan(seconds: Iterable[float], workers: int) -> float:
 def planned_jobs(config: dict, config_path: str) -> list[tuple[PlannedJob, bool]]:
     """Every job of the config as the estimator sees it (seeds, parameters' digest, a seed's work), and whether
     it requests a GPU."""
+    from uqcal.pipeline.identity import spec_params
     from uqcal.pipeline.plan import payload, plan, resources
 
     found = []
@@ -176,23 +177,15 @@ def planned_jobs(config: dict, config_path: str) -> list[tuple[PlannedJob, bool]
         job_payload = payload(config, job)
         gpu = job.rule == "train" and int(resources(config, job.key[0], job.key[1], job.key[3])["gpu"]) > 0
         found.append((PlannedJob(job, units_of(job.rule, job_payload), 1,
-                                 params_digest(identity_params(config, job, config_path)),
+                                 params_digest(spec_params(config, job, config_path)),
                                  work_of(job.rule, job_payload)), gpu))
     return found
-
-
-def identity_params(config: dict, job: Job, config_path: str) -> dict:
-    """The job's parameters as its spec and record hold them (``uqcal.pipeline.identity.build_spec``'s
-    ``params``), so that a planned job finds the record of the same parameters."""
-    from uqcal.pipeline.identity import numerics_param
-    from uqcal.pipeline.plan import param_values
-
-    return {**param_values(config, job, config_path), **numerics_param(config)}
 
 
 def reference_work(config_paths: Iterable[str] = REFERENCE_CONFIGS) -> dict[str, float]:
     """{parameters' digest: a seed's work} of the train jobs of ``config_paths`` whose family states work."""
     from uqcal.pipeline.config.load import load_config
+    from uqcal.pipeline.identity import spec_params
     from uqcal.pipeline.plan import payload, plan
 
     found = {}
@@ -202,7 +195,7 @@ def reference_work(config_paths: Iterable[str] = REFERENCE_CONFIGS) -> dict[str,
             if job.rule == "train":
                 work = work_of(job.rule, payload(config, job))
                 if work is not None:
-                    found[params_digest(identity_params(config, job, path))] = work
+                    found[params_digest(spec_params(config, job, path))] = work
     return found
 
 

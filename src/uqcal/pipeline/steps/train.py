@@ -73,11 +73,9 @@ def _train_seeds(args, seeds: list[TrainSeed]) -> None:
     if batched:
         # A method that trains its seeds as one batched model (issue 53): one pass for every pending seed; each
         # seed's outputs equal its own run's within the tolerance the method states (see its train_batch).
-        for one, predictions in zip((p[0] for p in pending), train_batch(pending), strict=True):
+        for (one, store), predictions in zip(pending, train_batch(pending), strict=True):
             if not args.no_evaluate:
                 evaluate_one(one.ctx, one.method, predictions)
-        for one, store in pending:
-            if not args.no_evaluate:
                 store.keep(one.ctx.run_dir)
     else:
         for one, store in pending:
