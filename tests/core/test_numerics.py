@@ -61,7 +61,9 @@ configure_torch()
 found = [name for name in __cpu_dispatch__ if __cpu_features__[name]]
 blas = sorted({i.get("architecture") for i in threadpoolctl.threadpool_info() if i["internal_api"] == "openblas"})
 print(json.dumps({"numpy": found, "openblas": blas, "aten": torch.backends.cpu.get_cpu_capability(),
-                  "mkldnn": torch.backends.mkldnn.enabled, "deterministic": torch.are_deterministic_algorithms_enabled()}))
+                  "mkldnn": torch.backends.mkldnn.enabled, "deterministic": torch.are_deterministic_algorithms_enabled(),
+                  "warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
+                  "dynamo": "torch._dynamo" in __import__("sys").modules}))
 """
 
 
@@ -74,6 +76,8 @@ def test_the_pins_reach_numpy_openblas_and_torch_in_a_fresh_process():
     assert found["openblas"] == ["Haswell"]
     assert found["aten"] == "AVX2"
     assert found["mkldnn"] is True and found["deterministic"] is True  # oneDNN stays, capped at AVX2 (cheaper)
+    assert found["warn_only"] is True  # ops without a deterministic kernel warn (use_deterministic_algorithms' warn_only)
+    assert found["dynamo"] is False  # the flag is set without importing torch._inductor / torch._dynamo (1.5-2 CPU s)
 
 
 def test_portable_results_of_another_architecture_are_another_job(monkeypatch):

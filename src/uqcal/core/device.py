@@ -30,7 +30,7 @@ def deterministic_cuda() -> None:
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.set_deterministic_debug_mode("warn")  # use_deterministic_algorithms(True, warn_only=True)
 
 
 def describe_device(device: torch.device) -> str:

@@ -186,7 +186,14 @@ def configure_torch(mode: str | None = None, threads: int | None = None) -> None
         torch.set_num_threads(int(threads))
     if mode == "portable":
         torch.backends.nnpack.set_flags(False)
-        torch.use_deterministic_algorithms(True, warn_only=True)
+        # torch.use_deterministic_algorithms(True, warn_only=True)'s flag, through torch's documented second
+        # interface, which does not import torch._inductor and torch._dynamo (1.5-2 CPU s a process; inductor's
+        # own `deterministic` only matters to torch.compile, which uqcal does not use). The modules that step a
+        # torch optimiser import torch._dynamo themselves: an optimiser's first step imports it (torch/optim/
+        # optimizer.py, _use_grad), and imported up front it lands in no timed region (train_seconds,
+        # predict_seconds_per_task); processes that never step one (marginal, isotonic, BO) skip it
+        # (tests/core/test_numerics_startup.py).
+        torch.set_deterministic_debug_mode("warn")
         capability = torch.backends.cpu.get_cpu_capability()
         if capability != "AVX2" and is_x86_64():
             check_floor()

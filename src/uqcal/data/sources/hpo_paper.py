@@ -277,6 +277,7 @@ def small_cnn(conv_filters: int, fc_units: int, n_classes: int = 10):
 
 def cnn_test_error(config: dict, arrays, options: dict) -> float:
     import torch
+    import torch._dynamo  # noqa: F401  (an optimiser's first step imports it: core/numerics.py)
     import torch.nn.functional as F
 
     from uqcal.core.device import resolve_device

@@ -9,6 +9,7 @@ import time
 
 import gpytorch
 import torch
+import torch._dynamo  # noqa: F401  (an optimiser's first step imports it; here, before any timer: core/numerics.py)
 
 from uqcal.core.gp.exact import batched_cholesky, batched_gp_posterior
 from uqcal.methods.metareg.episodes import Episodes, MetaRegMethod

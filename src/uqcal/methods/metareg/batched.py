@@ -20,6 +20,7 @@ import math
 import time
 
 import torch
+import torch._dynamo  # noqa: F401  (an optimiser's first step imports it; here, before any timer: core/numerics.py)
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 

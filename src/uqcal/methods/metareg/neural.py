@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 import torch
+import torch._dynamo  # noqa: F401  (an optimiser's first step imports it; here, before any timer: core/numerics.py)
 from torch.func import functional_call, stack_module_state, vmap
 
 from uqcal.methods.metareg.episodes import (

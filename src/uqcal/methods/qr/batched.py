@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch._dynamo  # noqa: F401  (an optimiser's first step imports it; here, before any timer: core/numerics.py)
 
 from uqcal.methods.qr.entropy import QuantileRegularizer, neural_sort
 

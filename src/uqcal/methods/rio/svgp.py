@@ -24,6 +24,7 @@ import numpy as np
 import scipy.optimize
 import threadpoolctl
 import torch
+import torch._dynamo  # noqa: F401  (an optimiser's first step imports it; here, before any timer: core/numerics.py)
 from linear_operator.utils.errors import NanError, NotPSDError
 
 # What a GP evaluation raises at a bad state: a Cholesky of a non-PSD or NaN matrix (after gpytorch's jitter
