@@ -24,3 +24,15 @@ def test_the_architecture_page_opens_with_the_tree_as_it_is():
         if "__pycache__" not in p.parts
     )
     assert documented == actual
+
+
+def test_every_benchmark_and_experiment_script_is_listed_in_its_readme():
+    """benchmarks/README.md and docs/experiments/README.md list every script of their folder (what it measures,
+    where its numbers are used): a script nobody can find is not maintained."""
+    root = SRC.parents[1]
+    for folder in (root / "benchmarks", root / "docs" / "experiments"):
+        readme = (folder / "README.md").read_text()
+        scripts = sorted(p.name for p in folder.iterdir() if p.suffix in (".py", ".sh"))
+        assert scripts, folder
+        missing = [name for name in scripts if f"`{name}`" not in readme]
+        assert not missing, f"{folder.relative_to(root)}/README.md does not list {missing}"
