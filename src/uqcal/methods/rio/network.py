@@ -191,7 +191,18 @@ _SHARED = ("hidden", "depth", "lr", "max_epochs", "patience", "val_fraction", "b
 
 def stackable(arguments: list[dict]) -> bool:
     """Whether ``train_network_batch`` trains these ``train_network`` keyword sets as one stacked model: two
-    or more, on the CPU, with the same shared parameters and the same training shape (rows, features)."""
+    or more, on the CPU, without a progress wrapper, with the same shared parameters (the network's shape and
+    the training's) and the same training shape (rows, features).
+
+    Parameters
+    ----------
+    arguments : list of dict
+        ``train_network``'s keyword arguments, one set per network.
+
+    Returns
+    -------
+    bool
+    """
     if len(arguments) < 2:
         return False
     first = _shared(arguments[0])
