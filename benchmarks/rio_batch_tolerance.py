@@ -1,6 +1,6 @@
-"""Issue 53, rio family: a job's seeds batched (ResidualIOGP.train_batch) against the same seeds trained one by
-one, and the per-seed path against itself under the project's other numerics mode (the scale of a pure
-floating-point-order change, which the batch's tolerance is measured against).
+"""Issue 53, rio family: a job's seeds batched (ResidualIOGP.train_batch; the network's RioNetwork.train_batch)
+against the same seeds trained one by one, and the per-seed path against itself under the project's other
+numerics mode (the scale of a pure floating-point-order change, which the batch's tolerance is measured against).
 
 Run a job into a scratch results tree that holds the job's inputs (data/, .uqcal/specs/, the `nn` runs):
 
@@ -8,7 +8,8 @@ Run a job into a scratch results tree that holds the job's inputs (data/, .uqcal
         --job concrete/holdout/rio --path batched             # or per-seed, with --numerics native|portable
 
 and compare every seed's metrics.json and predictions with a reference tree (a run of main); ``--check
-lbfgs|adam`` fails where the tolerance ResidualIOGP.train_batch states for that optimiser breaks:
+lbfgs|adam`` fails where the tolerance ResidualIOGP.train_batch states for that optimiser breaks, ``--check nn``
+where the network's (RioNetwork.train_batch: every metric and prediction within relative 1e-5) does:
 
     PYTHONPATH=src .venv/bin/python benchmarks/rio_batch_tolerance.py compare --reference /tmp/final \\
         --workdir /tmp/x --job concrete/holdout/rio --check lbfgs
@@ -32,10 +33,11 @@ def run(workdir: Path, job: str, path: str, numerics: str) -> None:
     # The pins `uqcal` sets before numpy and torch load (the spec's mode, unless another is asked for).
     os.environ.update(pinned_env(numerics))
     os.environ["UQCAL_NUMERICS"] = numerics
+    from uqcal.methods.rio.network import RioNetwork
     from uqcal.methods.rio.rio import ResidualIOGP
 
-    if path == "per-seed":
-        del ResidualIOGP.train_batch  # the train step then calls train(ctx) seed by seed, as at main
+    if path == "per-seed":  # the train step then calls train(ctx) seed by seed, as at main
+        del (RioNetwork if job.endswith("/nn") else ResidualIOGP).train_batch
     from uqcal.cli import main
 
     os.chdir(workdir)
@@ -64,12 +66,18 @@ TOLERANCES = {
              **dict.fromkeys(("cov68", "cov90", "cov95", "improvement_ratio", "ece", "cal_score"), ("abs", 0.01)),
              "ce": ("abs", 0.15), "mean": ("pred", 0.1), "std": ("pred", 0.1)},
 }
+# The network (RioNetwork.train_batch): every metric and prediction column within relative 1e-5 (float32).
+NETWORK_RTOL = 1e-5
 # Exact in both paths: the data, the network (trained by `nn`), the counts of a fit that cannot differ.
 EXACT = ("row", "y", "nn_mean", "nn_rmse", "fit_failures")
 
 
 def check(found: dict, optimizer: str) -> list[str]:
     """The stated tolerances ``found`` (compare's output) breaks."""
+    if optimizer == "nn":
+        relative = {**found["metrics_max_rel_diff"], **found["predictions_max_rel_diff"]}
+        return [f"{name}: {value:.3g} > {NETWORK_RTOL} (rel)" for name, value in sorted(relative.items())
+                if value > NETWORK_RTOL]
     broken = []
     kinds = {"rel": "metrics_max_rel_diff", "abs": "metrics_max_abs_diff",
              "pred": "predictions_max_abs_diff_over_mean_std"}  # fmt: skip
@@ -92,6 +100,7 @@ def compare(reference: Path, workdir: Path, job: str) -> dict:
     metrics: dict[str, float] = {}
     absolute: dict[str, float] = {}
     predictions: dict[str, float] = {}
+    predictions_rel: dict[str, float] = {}
     for seed_dir in sorted(new_dir.glob("seed*")):
         a = json.loads((ref_dir / seed_dir.name / "metrics.json").read_text())["metrics"]
         b = json.loads((seed_dir / "metrics.json").read_text())["metrics"]
@@ -109,12 +118,15 @@ def compare(reference: Path, workdir: Path, job: str) -> dict:
         for column in pa.columns:
             diff = float(np.max(np.abs(pa[column].to_numpy() - pb[column].to_numpy())))
             predictions[column] = max(predictions.get(column, 0.0), diff / scale)
+            rel = np.abs(pa[column].to_numpy() - pb[column].to_numpy()) / np.maximum(np.abs(pa[column].to_numpy()),
+                                                                                     1e-12)
+            predictions_rel[column] = max(predictions_rel.get(column, 0.0), float(np.max(rel)))
         sa = json.loads((ref_dir / seed_dir.name / "train_stats.json").read_text())
         sb = json.loads((seed_dir / "train_stats.json").read_text())
         if sa.keys() != sb.keys():
             raise SystemExit(f"{seed_dir}: train_stats differ in keys: {sorted(sa.keys() ^ sb.keys())}")
     out = {"metrics_max_rel_diff": metrics, "metrics_max_abs_diff": absolute,
-           "predictions_max_abs_diff_over_mean_std": predictions}
+           "predictions_max_abs_diff_over_mean_std": predictions, "predictions_max_rel_diff": predictions_rel}
     print(json.dumps({job: out}, indent=1, sort_keys=True))
     return out
 
@@ -131,7 +143,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     other.add_argument("--reference", type=Path, required=True)
     other.add_argument("--workdir", type=Path, required=True)
     other.add_argument("--job", required=True)
-    other.add_argument("--check", choices=sorted(TOLERANCES), help="exit 1 where the stated tolerance breaks")
+    other.add_argument("--check", choices=[*sorted(TOLERANCES), "nn"],
+                       help="exit 1 where the stated tolerance breaks")
     return parser.parse_args(argv)
 
 
