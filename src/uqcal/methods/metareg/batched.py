@@ -153,8 +153,10 @@ def meta_train_batch(models: list[nn.Module], loss_fn, datas: list[EpisodeData],
             data = datas[i]
             if not stopped and data.val is not None and (stoppers[i].due(steps[i]) or epoch + 1 == params["epochs"]):
                 template.eval()
+                # The slot's parameters as leaves, as a per-seed model's: a loss that differentiates inside
+                # (MAML's inner loop, under enable_grad) needs them to require grad under no_grad too.
+                val_params = {n: v.detach()[slot].requires_grad_(True) for n, v in stacked.items()}
                 with torch.no_grad():
-                    val_params = {n: v[slot] for n, v in stacked.items()}
                     val_buffers = {n: v[slot] for n, v in buffers.items()}
                     val = float(seed_loss(val_params, val_buffers, data.val))
                 if math.isfinite(val):

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import torch
 from torch.func import functional_call, stack_module_state, vmap
 
+from uqcal.methods.metareg.batched import SeedBatchedTraining
 from uqcal.methods.metareg.episodes import (
     EpisodeData,
     Episodes,
@@ -111,10 +112,13 @@ class MamlModule(torch.nn.Module):
         self.net = net
 
 
-class MamlNet(EpisodicMetaMethod):
+class MamlNet(SeedBatchedTraining, EpisodicMetaMethod):
     """MAML (Finn et al.) versions MSQR / MNG / MBD: a meta-learned initialisation, adapted to each task by
     ``inner_steps`` SGD steps of learning rate ``inner_lr`` on its support set (Sec. 5.2: 5 steps of 1e-2).
     ``head`` as SingleTaskNet's; ``first_order`` drops the second-order terms of the meta-gradient.
+
+    ``train_batch`` (a pipeline job's seeds as one model, ``batched.meta_train_batch``) folds the seeds' episodes
+    into one batch of K * B tasks (``seed_losses``) where ``seed_batchable``: MSQR and MNG.
 
     Parameters
     ----------
@@ -155,8 +159,8 @@ class MamlNet(EpisodicMetaMethod):
         self._head = make_head(self.params["head"], self.params["dropout"], self.params["mc_samples"])
         return MamlModule(_network(self._head, data, self.params))
 
-    def adapt(self, model: MamlModule, episodes: Episodes,
-              create_graph: bool) -> tuple[dict[str, torch.Tensor], Callable, Callable]:
+    def adapt(self, model: MamlModule, episodes: Episodes, create_graph: bool,
+              init: dict[str, torch.Tensor] | None = None) -> tuple[dict[str, torch.Tensor], Callable, Callable]:
         """The inner loop for all tasks of the batch: per-task fast weights (B, ...) from the shared init.
 
         Parameters
@@ -167,6 +171,8 @@ class MamlNet(EpisodicMetaMethod):
             B standardised episodes; ``inner_steps`` SGD steps on each support set.
         create_graph : bool
             Keep the inner loop's graph for second-order meta-gradients.
+        init : dict or None, default None
+            Each task's initial weights {name: (B, ...) tensor}; None: the model's parameters, shared by all tasks.
 
         Returns
         -------
@@ -179,7 +185,8 @@ class MamlNet(EpisodicMetaMethod):
         batched_loss, batched_raw = _task_fns(model.net, self._head)
         batch = len(episodes)
         with torch.enable_grad():  # the inner loop needs gradients even when validating under no_grad
-            fast = {k: v.unsqueeze(0).expand(batch, *v.shape) for k, v in model.net.named_parameters()}
+            fast = init if init is not None else \
+                {k: v.unsqueeze(0).expand(batch, *v.shape) for k, v in model.net.named_parameters()}
             for _ in range(p["inner_steps"]):
                 support_loss = batched_loss(fast, episodes.xs, episodes.ys).sum()
                 grads = torch.autograd.grad(support_loss, list(fast.values()), create_graph=create_graph)
@@ -190,6 +197,45 @@ class MamlNet(EpisodicMetaMethod):
         create_graph = torch.is_grad_enabled() and model.training and not self.params["first_order"]
         fast, batched_loss, _ = self.adapt(model, episodes, create_graph)
         return batched_loss(fast, episodes.xq, episodes.yq)
+
+    def seed_batchable(self) -> bool:
+        """MSQR's and MNG's seeds train batched; MBD's train one after another: its dropout masks are drawn from
+        torch's global stream, which one batched draw for all seeds cannot reproduce seed by seed.
+
+        Returns
+        -------
+        bool
+            True unless ``head`` is bd.
+        """
+        return self.params["head"] != "bd"
+
+    def seed_losses(self, template: MamlModule) -> Callable[[dict, dict, list[Episodes]], torch.Tensor]:
+        """Each seed's training loss (K,) for ``meta_train_batch``: the K seeds' B episodes folded into one batch
+        of K * B tasks, each task's fast weights starting from its own seed's initialisation (the inner loop is
+        already per task), each seed's loss the mean over its own B query losses, as ``loss``.
+
+        Parameters
+        ----------
+        template : MamlModule
+            The seeds' architecture, on the meta device (functional_call runs it on the fast weights).
+
+        Returns
+        -------
+        callable
+            ``losses(stacked, buffers, episodes)``: the stacked parameters ({"net.<name>": (K, ...)}), buffers
+            (none) and one Episodes of B per seed -> the K losses.
+        """
+
+        def losses(stacked: dict, buffers: dict, episodes: list[Episodes]) -> torch.Tensor:
+            n_seeds, batch = len(episodes), len(episodes[0])
+            folded = Episodes(*(torch.cat([getattr(e, name) for e in episodes]) for name in ("xs", "ys", "xq", "yq")))
+            init = {name.removeprefix("net."): v.unsqueeze(1).expand(n_seeds, batch, *v.shape[1:]).flatten(0, 1)
+                    for name, v in stacked.items()}
+            create_graph = torch.is_grad_enabled() and template.training and not self.params["first_order"]
+            fast, batched_loss, _ = self.adapt(template, folded, create_graph, init)
+            return batched_loss(fast, folded.xq, folded.yq).reshape(n_seeds, batch).mean(1)
+
+        return losses
 
     def _predict_episodes(self, model, episodes):
         fast, _, batched_raw = self.adapt(model, episodes, create_graph=False)
