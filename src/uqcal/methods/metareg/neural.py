@@ -14,7 +14,9 @@ import time
 from collections.abc import Callable
 
 import torch
+from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
+from torch.nn import functional as F
 
 from uqcal.methods.metareg.batched import SeedBatchedTraining
 from uqcal.methods.metareg.episodes import (
@@ -48,6 +50,22 @@ def _task_fns(net, head):
         return head.raw_prediction(lambda inputs: functional_call(net, params, (inputs,)), x)
 
     return vmap(loss, randomness="different"), vmap(raw, randomness="different")
+
+
+def _forward_given_masks(net: nn.Sequential, params: dict, masks: list, x):
+    """``net``'s forward (``feedforward``'s Linear / ReLU / Dropout) with each Dropout's noise given: the mask
+    divided by 1 - p, as torch's dropout multiplies it in, drawn by the caller from a seed's own stream."""
+    masks = iter(masks)
+    for name, module in net.named_children():
+        if isinstance(module, nn.Linear):
+            x = F.linear(x, params[f"{name}.weight"], params[f"{name}.bias"])
+        elif isinstance(module, nn.ReLU):
+            x = F.relu(x)
+        elif isinstance(module, nn.Dropout):
+            x = x * next(masks)
+        else:
+            raise TypeError(f"no given-mask forward for {type(module).__name__}")
+    return x
 
 
 class SingleTaskNet(MetaRegMethod):
@@ -214,7 +232,7 @@ class MamlNet(SeedBatchedTraining, EpisodicMetaMethod):
         bool
             True for ``head`` ng.
         """
-        return self.params["head"] == "ng"
+        return self.params["head"] in ("ng", "bd")
 
     def seed_losses(self, template: MamlModule) -> Callable[[dict, dict, list[Episodes]], torch.Tensor]:
         """Each seed's training loss (K,) for ``meta_train_batch``: the K seeds' B episodes folded into one batch
@@ -233,16 +251,56 @@ class MamlNet(SeedBatchedTraining, EpisodicMetaMethod):
             (none) and one Episodes of B per seed -> the K losses.
         """
 
-        def losses(stacked: dict, buffers: dict, episodes: list[Episodes]) -> torch.Tensor:
+        def losses(stacked: dict, buffers: dict, episodes: list[Episodes],
+                   streams: list[torch.Generator] | None = None) -> torch.Tensor:
             n_seeds, batch = len(episodes), len(episodes[0])
             folded = Episodes(*(torch.cat([getattr(e, name) for e in episodes]) for name in ("xs", "ys", "xq", "yq")))
             init = {name.removeprefix("net."): v.unsqueeze(1).expand(n_seeds, batch, *v.shape[1:]).flatten(0, 1)
                     for name, v in stacked.items()}
             create_graph = torch.is_grad_enabled() and template.training and not self.params["first_order"]
+            if streams is not None:  # dropout: each seed's masks from its own stream
+                return self._given_mask_losses(template, folded, init, create_graph, streams).reshape(
+                    n_seeds, batch).mean(1)
             fast, batched_loss, _ = self.adapt(template, folded, create_graph, init)
             return batched_loss(fast, folded.xq, folded.yq).reshape(n_seeds, batch).mean(1)
 
         return losses
+
+    @property
+    def global_stream(self) -> bool:
+        """MBD's training draws dropout masks from torch's global generator (``train_batch``: a copy per seed)."""
+        return self.params["head"] == "bd"
+
+    def _given_mask_losses(self, template: MamlModule, folded: Episodes, init: dict, create_graph: bool,
+                           streams: list[torch.Generator]) -> torch.Tensor:
+        """``adapt`` and the query losses of K seeds' folded episodes (K * B tasks) with each seed's dropout masks
+        drawn from its own stream, in its own run's order (every support forward's layers, then the query's):
+        what one seed's vmapped dropout draws, (B, rows, width) per layer."""
+        p, head, net = self.params, self._head, template.net
+        keep = 1.0 - p["dropout"]
+        widths = [module.out_features for module in net if isinstance(module, nn.Linear)][:-1]
+        batch = len(folded) // len(streams)
+
+        def draw(stream, rows):
+            return [torch.empty(batch, rows, width, dtype=folded.xs.dtype).bernoulli_(keep, generator=stream)
+                    .div_(keep).to(folded.xs.device) for width in widths]
+
+        forwards = [[draw(stream, folded.xs.shape[1]) for _ in range(p["inner_steps"])] + [draw(stream, folded.xq.shape[1])]
+                    for stream in streams]  # [seed][forward][layer]
+        masks = [[torch.cat([seed[f][layer] for seed in forwards]) for layer in range(len(widths))]
+                 for f in range(p["inner_steps"] + 1)]  # [forward][layer]: (K * B, rows, width)
+
+        def task_loss(params, task_masks, x, y):
+            return head.loss(lambda inputs: _forward_given_masks(net, params, task_masks, inputs), x, y)
+
+        batched_loss = vmap(task_loss)
+        with torch.enable_grad():
+            fast = init
+            for step in range(p["inner_steps"]):
+                support_loss = batched_loss(fast, masks[step], folded.xs, folded.ys).sum()
+                grads = torch.autograd.grad(support_loss, list(fast.values()), create_graph=create_graph)
+                fast = {k: v - p["inner_lr"] * g for (k, v), g in zip(fast.items(), grads, strict=False)}
+        return batched_loss(fast, masks[-1], folded.xq, folded.yq)
 
     def _predict_episodes(self, model, episodes):
         fast, _, batched_raw = self.adapt(model, episodes, create_graph=False)
