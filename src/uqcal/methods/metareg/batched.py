@@ -236,9 +236,10 @@ class SeedBatchedTraining:
             data, generator = self._fit_data(arrays["tasks"], arrays["validation"], arrays["n_support"],
                                               arrays["n_query"])
             model = self.build(data).to(device=data.device, dtype=data.dtype)
-            stream = torch.Generator().set_state(torch.get_rng_state()) if self.global_stream else None
+            stream = torch.Generator(device="cpu").set_state(torch.get_rng_state()) if self.global_stream else None
             runs.append((ctx, arrays, data, generator, model, stream))
-        if not _batchable(ctxs, [r[2] for r in runs]):
+        # A global-stream method on a GPU draws from the device's generator, which the CPU copies do not follow.
+        if not _batchable(ctxs, [r[2] for r in runs]) or (self.global_stream and runs[0][2].device.type != "cpu"):
             self._train_each(ctxs)
             return
         stats = meta_train_batch([r[4] for r in runs], self.loss, [r[2] for r in runs], self.params,

@@ -52,6 +52,17 @@ def _task_fns(net, head):
     return vmap(loss, randomness="different"), vmap(raw, randomness="different")
 
 
+def _inner_loop(support_loss: Callable[[dict, int], torch.Tensor], fast: dict, steps: int, lr: float,
+                create_graph: bool) -> dict:
+    """MAML's inner loop: ``steps`` SGD steps of ``lr`` on the per-task fast weights; ``support_loss(fast, step)``:
+    the sum of the tasks' support losses (each task's gradient is its own)."""
+    with torch.enable_grad():  # the inner loop needs gradients even when validating under no_grad
+        for step in range(steps):
+            grads = torch.autograd.grad(support_loss(fast, step), list(fast.values()), create_graph=create_graph)
+            fast = {k: v - lr * g for (k, v), g in zip(fast.items(), grads, strict=False)}
+    return fast
+
+
 def _forward_given_masks(net: nn.Sequential, params: dict, masks: list, x):
     """``net``'s forward (``feedforward``'s Linear / ReLU / Dropout) with each Dropout's noise given: the mask
     divided by 1 - p, as torch's dropout multiplies it in, drawn by the caller from a seed's own stream."""
@@ -136,10 +147,11 @@ class MamlNet(SeedBatchedTraining, EpisodicMetaMethod):
     ``head`` as SingleTaskNet's; ``first_order`` drops the second-order terms of the meta-gradient.
 
     ``train_batch`` (a pipeline job's seeds as one model, ``batched.meta_train_batch``) folds the seeds' episodes
-    into one inner loop of K * B tasks (``seed_losses``) where ``seed_batchable`` (MNG), and gives every seed
+    into one inner loop of K * B tasks (``seed_losses``) where ``seed_batchable`` (MNG, MBD), and gives every seed
     its own run's predictions and metrics within rel 1e-6: the per-task arithmetic is the same, only the batched
     kernels' batch size (K * B tasks instead of B) and the reduction of the K * B task gradients onto K
     initialisations differ; measured bit-identical on the default jobs (tests/methods/metareg/test_batched_seeds.py).
+    MBD's dropout masks come from each seed's own copy of torch's global stream, drawn in its run's order.
 
     Parameters
     ----------
@@ -205,13 +217,11 @@ class MamlNet(SeedBatchedTraining, EpisodicMetaMethod):
         model.net.train(self._head.name == "bd")
         batched_loss, batched_raw = _task_fns(model.net, self._head)
         batch = len(episodes)
-        with torch.enable_grad():  # the inner loop needs gradients even when validating under no_grad
+        with torch.enable_grad():
             fast = init if init is not None else \
                 {k: v.unsqueeze(0).expand(batch, *v.shape) for k, v in model.net.named_parameters()}
-            for _ in range(p["inner_steps"]):
-                support_loss = batched_loss(fast, episodes.xs, episodes.ys).sum()
-                grads = torch.autograd.grad(support_loss, list(fast.values()), create_graph=create_graph)
-                fast = {k: v - p["inner_lr"] * g for (k, v), g in zip(fast.items(), grads, strict=False)}
+        fast = _inner_loop(lambda weights, _: batched_loss(weights, episodes.xs, episodes.ys).sum(), fast,
+                           p["inner_steps"], p["inner_lr"], create_graph)
         return fast, batched_loss, batched_raw
 
     def episode_losses(self, model: MamlModule, episodes: Episodes) -> torch.Tensor:
@@ -220,17 +230,17 @@ class MamlNet(SeedBatchedTraining, EpisodicMetaMethod):
         return batched_loss(fast, episodes.xq, episodes.yq)
 
     def seed_batchable(self) -> bool:
-        """MNG's seeds train batched (within rel 1e-6 of their own runs; bit-identical on the default jobs, a job's
-        CPU 12.0 -> 7.8 s: its step is launch-bound). MSQR's train one after another: its step is bound by its
-        batched matmuls (9 quantile levels per point, second order), and the K-seed batch, bit-identical too,
-        cost 0-9 % more CPU on the default jobs. MBD's too: its dropout masks are drawn from torch's global
-        stream (training, validation and MC prediction), and one vmapped draw for K seeds is not the K draws of
-        their own streams.
+        """MNG's and MBD's seeds train batched (within rel 1e-6 of their own runs; bit-identical on the default
+        jobs, whose steps are launch-bound: see docs/metareg.md, "Seeds trained as one batch"). MBD's dropout
+        masks come from torch's global stream (training, validation, MC prediction): each seed draws from its own
+        copy, in its own run's order (``global_stream``, ``_given_mask_losses``). MSQR's seeds train one after
+        another: its step is bound by its batched matmuls (9 quantile levels per point, second order), and the
+        K-seed batch, bit-identical too, cost 0-9 % more CPU on the default jobs.
 
         Returns
         -------
         bool
-            True for ``head`` ng.
+            True for ``head`` ng or bd.
         """
         return self.params["head"] in ("ng", "bd")
 
@@ -247,8 +257,9 @@ class MamlNet(SeedBatchedTraining, EpisodicMetaMethod):
         Returns
         -------
         callable
-            ``losses(stacked, buffers, episodes)``: the stacked parameters ({"net.<name>": (K, ...)}), buffers
-            (none) and one Episodes of B per seed -> the K losses.
+            ``losses(stacked, buffers, episodes, streams=None)``: the stacked parameters ({"net.<name>": (K, ...)}),
+            buffers (none) and one Episodes of B per seed -> the K losses; ``streams``: MBD's seeds' copies of
+            torch's global generator (``global_stream``), from which each seed's dropout masks are drawn.
         """
 
         def losses(stacked: dict, buffers: dict, episodes: list[Episodes],
@@ -282,8 +293,8 @@ class MamlNet(SeedBatchedTraining, EpisodicMetaMethod):
         batch = len(folded) // len(streams)
 
         def draw(stream, rows):
-            return [torch.empty(batch, rows, width, dtype=folded.xs.dtype).bernoulli_(keep, generator=stream)
-                    .div_(keep).to(folded.xs.device) for width in widths]
+            return [torch.empty(batch, rows, width, dtype=folded.xs.dtype, device="cpu")
+                    .bernoulli_(keep, generator=stream).div_(keep).to(folded.xs.device) for width in widths]
 
         forwards = [[draw(stream, folded.xs.shape[1]) for _ in range(p["inner_steps"])] + [draw(stream, folded.xq.shape[1])]
                     for stream in streams]  # [seed][forward][layer]
@@ -294,12 +305,8 @@ class MamlNet(SeedBatchedTraining, EpisodicMetaMethod):
             return head.loss(lambda inputs: _forward_given_masks(net, params, task_masks, inputs), x, y)
 
         batched_loss = vmap(task_loss)
-        with torch.enable_grad():
-            fast = init
-            for step in range(p["inner_steps"]):
-                support_loss = batched_loss(fast, masks[step], folded.xs, folded.ys).sum()
-                grads = torch.autograd.grad(support_loss, list(fast.values()), create_graph=create_graph)
-                fast = {k: v - p["inner_lr"] * g for (k, v), g in zip(fast.items(), grads, strict=False)}
+        fast = _inner_loop(lambda weights, step: batched_loss(weights, masks[step], folded.xs, folded.ys).sum(), init,
+                           p["inner_steps"], p["inner_lr"], create_graph)
         return batched_loss(fast, masks[-1], folded.xq, folded.yq)
 
     def _predict_episodes(self, model, episodes):
