@@ -1,8 +1,8 @@
 """Issue 53: a metareg job's seeds trained as one batched model (``train_batch``) give each seed the numbers of
 its own run (``train``, the per-seed path), within the tolerance the methods state (rel 1e-6), on a real
 dataset's task splits (exam, N_S = 10, 3 seeds, a shortened schedule with early stopping), and on toy tasks
-where seeds stop at different steps (``meta_train_batch`` against ``meta_train``; MetaCal's K * B fold too,
-which the GP baseline uses)."""
+where seeds stop at different steps (``meta_train_batch`` against ``meta_train``; the K * B episode folds too,
+which the GP baseline and MAML's MNG use)."""
 
 from __future__ import annotations
 
@@ -16,16 +16,20 @@ import pytest
 import torch
 
 from uqcal.cli import main
-from uqcal.methods.metareg import EpisodeData, MetaCal, NeuralProcess
+from uqcal.methods.metareg import EpisodeData, MamlNet, MetaCal, NeuralProcess, SingleTaskNet
 from uqcal.methods.metareg.batched import meta_train_batch
 from uqcal.methods.metareg.episodes import meta_train
 from uqcal.pipeline.plan import Job, configured_job, train_seeds
 from uqcal.pipeline.steps.train import evaluate_one, train_one
 
-RTOL = 1e-6  # the stated tolerance (NeuralProcess, MetaCal.seed_batchable): rounding amplified by training
+RTOL = 1e-6  # the stated tolerance (NeuralProcess, MetaCal.seed_batchable, MamlNet): rounding amplified by training
 SEEDS = [0, 1, 2]
-# Short runs that still stop early at different steps (the batch then drops a finished seed and goes on).
-SCHEDULE = {"epochs": 80, "eval_every": 5, "patience": 20}
+# Short runs that still stop early at different steps (the batch then drops a finished seed and goes on); MAML's
+# second-order steps cost ~20x an NP step, so its run is shorter.
+SCHEDULES = {"gp": {"epochs": 80, "eval_every": 5, "patience": 20},
+             "np": {"epochs": 80, "eval_every": 5, "patience": 20},
+             "mng": {"epochs": 16, "eval_every": 2, "patience": 6},
+             "mbd": {"epochs": 16, "eval_every": 2, "patience": 6}}
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +43,7 @@ def exam_splits(tmp_path_factory):
 
 def _job(method: str) -> dict:
     job = configured_job("config/config.yaml", Job("train", ("metareg", "exam", "ns10", method)))
-    return {**job, "params": {**job["params"], **SCHEDULE}}
+    return {**job, "params": {**job["params"], **SCHEDULES[method]}}
 
 
 def _outputs(ctx):
@@ -48,7 +52,7 @@ def _outputs(ctx):
             json.loads((run / "metrics.json").read_text())["metrics"])
 
 
-@pytest.mark.parametrize("method", ["gp", "np"])
+@pytest.mark.parametrize("method", ["gp", "np", "mng", "mbd"])
 def test_batched_seeds_equal_their_own_runs(method, exam_splits, tmp_path):
     job = _job(method)
     alone = train_seeds(job, tmp_path / "alone", exam_splits, SEEDS)
@@ -78,7 +82,7 @@ def test_batched_seeds_equal_their_own_runs(method, exam_splits, tmp_path):
         for key, value in metrics_a.items():
             assert math.isclose(metrics_b[key], value, rel_tol=RTOL, abs_tol=1e-9), key
         steps.add(stats_a["steps_run"])
-    assert max(steps) <= SCHEDULE["epochs"]
+    assert max(steps) <= SCHEDULES[method]["epochs"]
 
 
 def test_the_variants_whose_training_amplifies_rounding_train_their_seeds_one_by_one():
@@ -89,6 +93,11 @@ def test_the_variants_whose_training_amplifies_rounding_train_their_seeds_one_by
     assert NeuralProcess().seed_batchable()
     # the train step's hook (uqcal.pipeline.steps.train) batches only where train_batch is callable
     assert callable(NeuralProcess().train_batch) and MetaCal().train_batch is None
+    # MAML: MNG and MBD (each seed's dropout from its own stream) batch; MSQR is matmul-bound (no gain)
+    assert callable(MamlNet(head="ng").train_batch) and callable(MamlNet(head="bd").train_batch)
+    assert MamlNet(head="sqr").train_batch is None
+    # the single-task nets train inside predict (their inference time is a claim's metric): no train_batch
+    assert getattr(SingleTaskNet(head="sqr"), "train_batch", None) is None
 
 
 def _toy_data(seed: int):
@@ -105,7 +114,10 @@ def _toy_data(seed: int):
     MetaCal(epochs=60, eval_every=3, patience=15, batch_tasks=4, lr=3e-3),
     MetaCal(epochs=60, eval_every=3, patience=15, batch_tasks=4, lr=3e-2, objective="nll", calibration="none",
             kernel_net=False, mean_net=False, learn_outputscale=True),
-], ids=["np", "metacal", "gp"])
+    MamlNet(epochs=8, eval_every=2, patience=4, batch_tasks=4, lr=3e-2, head="ng"),
+    MamlNet(epochs=8, eval_every=2, patience=4, batch_tasks=4, lr=3e-2, head="ng", first_order=True),
+    MamlNet(epochs=10, eval_every=1, patience=3, batch_tasks=4, lr=3e-3, head="bd"),
+], ids=["np", "metacal", "gp", "mng", "mng_first_order", "mbd"])
 def test_a_seed_that_stops_leaves_the_batch_and_the_others_go_on_as_alone(estimator):
     """Several Adam steps an epoch (12 tasks, batches of 4) and seeds stopping at different steps: the batch
     drops a stopped seed's slices (parameters and Adam moments); every seed ends as ``meta_train`` alone."""
@@ -125,16 +137,24 @@ def test_a_seed_with_a_non_finite_loss_stops_alone_in_the_batch(estimator):
 
 
 def _assert_batch_equals_alone(estimator, datas, different_steps: bool) -> list[dict]:
-    models = []
+    models, streams = [], []  # streams: each seed's torch global generator after its initialisation (dropout)
     for seed, data in enumerate(datas):
         torch.manual_seed(seed)
         models.append(estimator.build(data).to(dtype=data.dtype))
-    alone = [copy.deepcopy(m) for m in models]
-    stats_alone = [meta_train(m, estimator.loss, d, estimator.params, None, torch.Generator().manual_seed(s))
-                   for s, (m, d) in enumerate(zip(alone, datas, strict=True))]
+        streams.append(torch.Generator().set_state(torch.get_rng_state()))
+    alone, ends_alone = [copy.deepcopy(m) for m in models], []
+    stats_alone = []
+    for s, (m, d) in enumerate(zip(alone, datas, strict=True)):
+        torch.set_rng_state(streams[s].get_state())
+        stats_alone.append(meta_train(m, estimator.loss, d, estimator.params, None, torch.Generator().manual_seed(s)))
+        ends_alone.append(torch.get_rng_state())
+    global_stream = getattr(estimator, "global_stream", False)
     stats_batch = meta_train_batch(models, estimator.loss, datas, estimator.params,
                                    [torch.Generator().manual_seed(s) for s in range(3)],
-                                   seed_losses=getattr(estimator, "seed_losses", None))
+                                   seed_losses=getattr(estimator, "seed_losses", None),
+                                   global_streams=streams if global_stream else None)
+    if global_stream:  # every draw of each seed's stream, in its order: the streams end where alone ended
+        assert all(torch.equal(stream.get_state(), end) for stream, end in zip(streams, ends_alone, strict=True))
     assert not different_steps or len({s["steps_run"] for s in stats_alone}) > 1  # the case this test is for
     for a, b, model_a, model_b in zip(stats_alone, stats_batch, alone, models, strict=True):
         assert {k: a[k] for k in ("steps_run", "epochs_run", "best_step")} == \

@@ -63,13 +63,16 @@ def vmapped_seed_losses(template: nn.Module, loss_fn):
 
 def meta_train_batch(models: list[nn.Module], loss_fn, datas: list[EpisodeData], params: dict,
                      generators: list[torch.Generator], log: logging.Logger | None = None,
-                     names: list[str] | None = None, seed_losses=None, progress=None) -> list[dict]:
+                     names: list[str] | None = None, seed_losses=None, progress=None,
+                     global_streams: list[torch.Generator] | None = None) -> list[dict]:
     """``meta_train`` (same schedule, stopping rule and statistics) for K seeds at once; ``models`` are loaded
     with each seed's final (best) state. The seeds' data must agree in the number of meta-training tasks,
     N_S, N_Q and features (``_batchable``). No mid-training checkpoints (the batch is one short job).
     ``seed_losses(template)``: makes the function of (stacked parameters, stacked buffers, one Episodes per
     seed) -> each seed's loss (K,); None: ``vmapped_seed_losses``. ``progress(iterable, total, desc)``: reports
-    the epochs (a Runtime's), or None.
+    the epochs (a Runtime's), or None. ``global_streams``: for a loss that draws from torch's global generator
+    (dropout), each seed's copy of it; the training loss function is then called with ``streams=`` the stepping
+    seeds' copies (it draws each seed's numbers from its own), and each seed validates with its copy swapped in.
 
     Returns
     -------
@@ -134,7 +137,8 @@ def meta_train_batch(models: list[nn.Module], loss_fn, datas: list[EpisodeData],
             episodes = [datas[active[s]].sample(orders[s][lo : lo + batch], first.n_support, first.n_query,
                                                 generators[active[s]]) for s in slots]
             optimiser.zero_grad()
-            losses = batched_loss(*_subset(stacked, buffers, slots, len(active)), episodes)
+            streams = {} if global_streams is None else {"streams": [global_streams[active[s]] for s in slots]}
+            losses = batched_loss(*_subset(stacked, buffers, slots, len(active)), episodes, **streams)
             finite = torch.isfinite(losses)
             for s, ok in zip(slots, finite.tolist(), strict=True):
                 if not ok:  # as meta_train: never step on a broken loss; the best state is restored below
@@ -154,10 +158,16 @@ def meta_train_batch(models: list[nn.Module], loss_fn, datas: list[EpisodeData],
             data = datas[i]
             if not stopped and data.val is not None and (stoppers[i].due(steps[i]) or epoch + 1 == params["epochs"]):
                 template.eval()
+                # The slot's parameters as leaves, as a per-seed model's: a loss that differentiates inside
+                # (MAML's inner loop, under enable_grad) needs them to require grad under no_grad too.
+                val_params = {n: v.detach()[slot].requires_grad_(True) for n, v in stacked.items()}
+                if global_streams is not None:  # the seed's own draws, as alone
+                    torch.set_rng_state(global_streams[i].get_state())
                 with torch.no_grad():
-                    val_params = {n: v[slot] for n, v in stacked.items()}
                     val_buffers = {n: v[slot] for n, v in buffers.items()}
                     val = float(seed_loss(val_params, val_buffers, data.val))
+                if global_streams is not None:
+                    global_streams[i].set_state(torch.get_rng_state())
                 if math.isfinite(val):
                     stopped = stoppers[i].update(steps[i], val, seed_state(slot))
                 else:
@@ -205,6 +215,7 @@ class SeedBatchedTraining:
     one batched model (``meta_train_batch``) and saves each seed's outputs as ``train(ctx)`` does."""
 
     seed_losses = None  # a method's own ``seed_losses(template)`` for meta_train_batch; None: vmapped
+    global_stream = False  # True: training draws from torch's global generator (dropout); each seed gets its copy
 
     def seed_batchable(self) -> bool:
         """Whether this configuration's seeds train batched (a method whose training amplifies rounding to
@@ -226,15 +237,20 @@ class SeedBatchedTraining:
             data, generator = self._fit_data(arrays["tasks"], arrays["validation"], arrays["n_support"],
                                               arrays["n_query"])
             model = self.build(data).to(device=data.device, dtype=data.dtype)
-            runs.append((ctx, arrays, data, generator, model))
-        if not _batchable(ctxs, [r[2] for r in runs]):
+            stream = torch.Generator(device="cpu").set_state(torch.get_rng_state()) if self.global_stream else None
+            runs.append((ctx, arrays, data, generator, model, stream))
+        # A global-stream method on a GPU draws from the device's generator, which the CPU copies do not follow.
+        if not _batchable(ctxs, [r[2] for r in runs]) or (self.global_stream and runs[0][2].device.type != "cpu"):
             self._train_each(ctxs)
             return
         stats = meta_train_batch([r[4] for r in runs], self.loss, [r[2] for r in runs], self.params,
                                  [r[3] for r in runs], ctxs[0].log, [f"{ctx.method} seed {ctx.seed}" for ctx in ctxs],
-                                 self.seed_losses, ctxs[0].runtime.progress)
-        for (ctx, arrays, data, _, model), seed_stats in zip(runs, stats, strict=True):
+                                 self.seed_losses, ctxs[0].runtime.progress,
+                                 [r[5] for r in runs] if self.global_stream else None)
+        for (ctx, arrays, data, _, model, stream), seed_stats in zip(runs, stats, strict=True):
             self.runtime = ctx.runtime
+            if stream is not None:  # prediction's draws (MC dropout) go on from the seed's training draws, as alone
+                torch.set_rng_state(stream.get_state())
             self.data_, self.model_, self.fit_stats_, self.fitted_ = data, model, seed_stats, True
             self._save_run(ctx, arrays)
 
