@@ -312,7 +312,7 @@ class _StackedNetworks:
     def keep(self, networks: list[int], optimiser: torch.optim.Optimizer) -> tuple[_StackedNetworks,
                                                                                   torch.optim.Optimizer]:
         """The stack of ``networks`` only, and an optimiser of the same kind carrying their state."""
-        index = torch.tensor(networks)
+        index = torch.tensor(networks, device="cpu")  # the stack is CPU only (stackable)
         kept = _StackedNetworks([w[index] for w in self.weights], [b[index] for b in self.biases])
         moved = type(optimiser)(kept.parameters(), **optimiser.defaults)
         for old, new in zip(self.parameters(), kept.parameters(), strict=True):
@@ -338,8 +338,8 @@ def _train_stacked(problems: list[_Problem], *, lr: float, max_epochs: int, pati
     final_state: list[list[torch.Tensor] | None] = [None] * len(problems)
     for _ in range(max_epochs):
         # Each problem's permutation of this epoch from its own stream, as train_network draws it.
-        order = torch.stack([torch.as_tensor(problems[i].rng.permutation(n_fit)) for i in running])
-        networks = torch.arange(len(running))[:, None]
+        order = torch.stack([torch.as_tensor(problems[i].rng.permutation(n_fit), device="cpu") for i in running])
+        networks = torch.arange(len(running), device="cpu")[:, None]
         for s in range(0, n_fit, batch_size):
             rows = order[:, s : s + batch_size]
             # nn.MSELoss of each network: mean over its rows (its gradient rounds as mse_loss's backward)
