@@ -1,0 +1,82 @@
+"""Issue 53 groundwork: which operations of MetaCal's training step give each seed the same bits when K seeds'
+B episodes run as one batch of K * B (or a stacked (K, ...) model) as when each seed's B run alone (CPU, float64,
+the portable numerics). Run: PYTHONPATH=src .venv/bin/python docs/experiments/metacal_batch_invariance.py"""
+
+from uqcal.core.numerics import activate, configure_torch
+
+activate("portable")
+
+import torch  # noqa: E402
+
+from uqcal.core.gp.exact import batched_gp_posterior, squared_distances  # noqa: E402
+
+configure_torch("portable", 1)
+torch.manual_seed(0)
+DT = torch.float64
+
+
+def same(a, b):
+    return bool(torch.equal(a, b))
+
+
+def report(name, pairs):
+    bad = [i for i, (a, b) in enumerate(pairs) if not same(a, b)]
+    worst = max(float(((a - b).abs() / b.abs().clamp_min(1e-300)).max()) for a, b in pairs)
+    print(f"{name:60s} {'IDENTICAL' if not bad else f'DIFFERS ({len(bad)}/{len(pairs)}) max rel {worst:.1e}'}")
+
+
+def per_seed_vs_batch(name, fn, inputs, K, B):
+    """fn on all K*B rows at once vs fn on each seed's B rows; outputs and input gradients."""
+    leaves = [x.detach().clone().requires_grad_(True) for x in inputs]
+    out = fn(*leaves)
+    out = out if isinstance(out, tuple) else (out,)
+    weights = [torch.randn_like(o) for o in out]
+    sum(((o * w).sum() for o, w in zip(out, weights)), torch.zeros((), dtype=DT)).backward()
+    fwd, grads = [], []
+    for k in range(K):
+        rows = slice(k * B, (k + 1) * B)
+        part = [x.detach()[rows].clone().requires_grad_(True) for x in inputs]
+        o = fn(*part)
+        o = o if isinstance(o, tuple) else (o,)
+        sum(((oo * w[rows]).sum() for oo, w in zip(o, weights)), torch.zeros((), dtype=DT)).backward()
+        fwd += [(a[rows].detach(), b.detach()) for a, b in zip(out, o)]
+        grads += [(a.grad[rows], b.grad) for a, b in zip(leaves, part)]
+    report(name + " forward", fwd)
+    report(name + " grads", grads)
+
+
+def gp_inputs(KB, S, Q, H=32, D=4):
+    z = torch.randn(KB, S + Q, H, dtype=DT)
+    return z, torch.randn(KB, S, dtype=DT), torch.randn(KB, S + Q, dtype=DT)
+
+
+def gp_step(z, ys, m, beta=0.3):
+    S = ys.shape[1]
+    K = torch.exp(-0.5 * squared_distances(z[:, :S], z))
+    eye = torch.eye(S, dtype=DT)
+    K_ss = K[..., :S] + beta * eye
+    K_sq = torch.cat([K[..., S:], K[..., :S]], -1)
+    m_q = torch.cat([m[:, S:], m[:, :S]], -1)
+    kqq = torch.full((1, 1), 1.0 + beta, dtype=DT).expand(K_sq.shape[0], K_sq.shape[-1])
+    return batched_gp_posterior(K_ss, K_sq, kqq, ys, m[:, :S], m_q)
+
+
+for (K, B, S, Q) in [(5, 20, 10, 30), (5, 20, 20, 30), (5, 32, 10, 30), (5, 32, 20, 30), (5, 10, 20, 30)]:
+    print(f"--- K={K} seeds x B={B} episodes, S={S}, Q={Q}")
+    KB = K * B
+    A = torch.randn(KB, S, 32, dtype=DT)
+    C = torch.randn(KB, 32, S + Q, dtype=DT)
+    per_seed_vs_batch("bmm (B,S,32)@(B,32,N)", lambda a, c: a @ c, [A, C], K, B)
+    L = torch.randn(KB, S, S, dtype=DT)
+    spd = L @ L.transpose(-1, -2) + S * torch.eye(S, dtype=DT)
+    per_seed_vs_batch("cholesky", lambda x: torch.linalg.cholesky_ex(x)[0], [spd], K, B)
+    chol = torch.linalg.cholesky(spd)
+    rhs = torch.randn(KB, S, 1, dtype=DT)
+    per_seed_vs_batch("cholesky_solve", lambda r, c: torch.cholesky_solve(r, c), [rhs, chol], K, B)
+    rhs2 = torch.randn(KB, S, S + Q, dtype=DT)
+    per_seed_vs_batch("solve_triangular", lambda c, r: torch.linalg.solve_triangular(c, r, upper=False),
+                      [chol, rhs2], K, B)
+    per_seed_vs_batch("sum(-2) of (B,S,M)", lambda x: (x * x).sum(-2), [rhs2], K, B)
+    per_seed_vs_batch("sort + mean(-1)", lambda x: x.sort(-1).values.abs().mean(-1), [rhs2[:, 0]], K, B)
+    per_seed_vs_batch("GP posterior (exact.py) incl. squared_distances, exp",
+                      gp_step, list(gp_inputs(KB, S, Q)), K, B)
