@@ -80,3 +80,48 @@ for (K, B, S, Q) in [(5, 20, 10, 30), (5, 20, 20, 30), (5, 32, 10, 30), (5, 32, 
     per_seed_vs_batch("sort + mean(-1)", lambda x: x.sort(-1).values.abs().mean(-1), [rhs2[:, 0]], K, B)
     per_seed_vs_batch("GP posterior (exact.py) incl. squared_distances, exp",
                       gp_step, list(gp_inputs(KB, S, Q)), K, B)
+
+
+# ---- end to end: one training step's losses and gradients, K stacked seeds vs each seed's own model ----------
+from torch.func import stack_module_state  # noqa: E402
+
+from uqcal.methods.metareg import MetaCal  # noqa: E402
+from uqcal.methods.metareg.episodes import Episodes  # noqa: E402
+from uqcal.methods.metareg.metacal import _StackedDeepKernelGP  # noqa: E402
+
+
+def end_to_end(objective, K=5, B=20, S=10, Q=30, D=4, batched_hidden=False, seed=0):
+    method = MetaCal(objective=objective, calibration="none" if objective == "nll" else "gmm")
+    models = []
+    for k in range(K):
+        torch.manual_seed(seed * 100 + k)
+        models.append(method.build(type("Data", (), {"n_features": D})()).to(DT))
+    episodes = [Episodes(torch.randn(B, S, D, dtype=DT), torch.randn(B, S, dtype=DT),
+                         torch.randn(B, Q, D, dtype=DT), torch.randn(B, Q, dtype=DT)) for _ in range(K)]
+    alone = []
+    for model, e in zip(models, episodes):
+        model.zero_grad()
+        loss = method.loss(model, e)
+        loss.backward()
+        alone.append((loss.detach(), {n: p.grad for n, p in model.named_parameters()}))
+    stacked, _ = stack_module_state(models)
+    folded = Episodes(*(torch.stack([getattr(e, n) for e in episodes]) for n in ("xs", "ys", "xq", "yq")))
+    losses = method.episode_losses(_StackedDeepKernelGP(models[0], stacked, batched_hidden), folded).mean(-1)
+    losses.sum().backward()
+    pairs = [(losses[k].detach(), alone[k][0]) for k in range(K)]
+    pairs += [(stacked[n].grad[k], alone[k][1][n]) for n in stacked if stacked[n].grad is not None for k in range(K)]
+    layers = "hidden layers baddbmm" if batched_hidden else "every layer seed by seed"
+    report(f"{objective} {layers} K={K} B={B} S={S} D={D}: losses+grads", pairs)
+    for name in stacked:
+        differs = stacked[name].grad is not None and not all(
+            same(stacked[name].grad[k], alone[k][1][name]) for k in range(K))
+        if batched_hidden or differs:
+            if stacked[name].grad is not None:
+                report(f"   grad {name}", [(stacked[name].grad[k], alone[k][1][name]) for k in range(K)])
+
+
+print("--- end to end: one step's K losses and every parameter's gradient, stacked vs each seed alone")
+end_to_end("calib", batched_hidden=True)
+for seed, (B, S, D) in enumerate([(20, 10, 4), (20, 20, 4), (32, 10, 8), (32, 20, 8), (10, 20, 3)]):
+    for objective in ("calib", "nll"):
+        end_to_end(objective, B=B, S=S, D=D, seed=seed)

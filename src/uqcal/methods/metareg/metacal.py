@@ -237,6 +237,85 @@ class _SeedStackedGP:
         return apply
 
 
+class _StackedDeepKernelGP:
+    """K seeds' DeepKernelGPs (with networks) as one model over episodes (K, B, ...), each seed's arithmetic
+    bit for bit its own model's (docs/experiments/metacal_batch_invariance.py): the networks' hidden layers are
+    ``torch.baddbmm`` over the seed axis (each slice the ``nn.Linear`` addmm of the same shapes), the input layer
+    (few features) and a one-unit output layer seed by seed (a batched kernel rounds their weight gradients
+    differently), the GP algebra (Eqs. 3-5; per-episode Cholesky, solves, bmm) on the K * B episodes, and each
+    scalar parameter (beta, sigma, alpha, s) broadcast per seed as (K, 1, ...)."""
+
+    def __init__(self, template: DeepKernelGP, stacked: dict, batched_hidden: bool = False):
+        self.template, self.stacked, self.batched_hidden = template, stacked, batched_hidden
+        self.n_seeds = next(iter(stacked.values())).shape[0]
+
+    def _scalar(self, raw: str, transform, ndim: int) -> torch.Tensor | None:
+        value = self.stacked.get(raw)
+        return None if value is None else transform(value).reshape(self.n_seeds, *([1] * ndim))
+
+    def _network(self, prefix: str, module: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+        """``module`` of each seed on its rows x (K, B, N, D) -> (K, B, N, out)."""
+        n_seeds, batch, rows = x.shape[:3]
+        linears = [(i, m) for i, m in enumerate(module) if isinstance(m, nn.Linear)]
+        h = x
+        for position, (index, linear) in enumerate(linears):
+            weight, bias = self.stacked[f"{prefix}{index}.weight"], self.stacked[f"{prefix}{index}.bias"]
+            if not self.batched_hidden or position == 0 or linear.out_features == 1:
+                h = torch.stack([F.linear(h[k], weight[k], bias[k]) for k in range(n_seeds)])
+            else:
+                flat = h.reshape(n_seeds, batch * rows, h.shape[-1])
+                h = torch.baddbmm(bias[:, None, :], flat, weight.transpose(1, 2)).reshape(n_seeds, batch, rows, -1)
+            if position < len(linears) - 1:
+                h = torch.relu(h)
+        return h
+
+    def posterior(self, xs, ys, xq, also_at_support: bool = False):
+        """``DeepKernelGP.posterior`` of every seed: xs (K, B, S, D), ys (K, B, S), xq (K, B, Q, D) -> f, v
+        (K, B, Q) (or (K, B, Q + S) ``also_at_support``)."""
+        template, n_seeds, batch, n_support = self.template, *xs.shape[:3]
+        if template.encoder is None or template.mean_fn is None:
+            raise ValueError("the stacked deep-kernel GP needs both networks (the GP baseline: _SeedStackedGP)")
+        x_all = torch.cat([xs, xq], 2)
+        z_all = self._network("encoder.", template.encoder, x_all)
+        m_all = self._network("mean_fn.", template.mean_fn, x_all).squeeze(-1)
+        scale = self._scalar("raw_outputscale", F.softplus, 3)
+        scale = torch.ones((), dtype=xs.dtype, device=xs.device) if scale is None else scale
+        flat_z = z_all.reshape(n_seeds * batch, *z_all.shape[2:])
+        distances = squared_distances(flat_z[:, :n_support], flat_z)
+        K = scale * torch.exp(-0.5 * distances.reshape(n_seeds, batch, *distances.shape[1:]))
+        eye = torch.eye(n_support, dtype=xs.dtype, device=xs.device)
+        m_s, m_q = m_all[..., :n_support], m_all[..., n_support:]
+        K_sq = K[..., n_support:]
+        if also_at_support:
+            K_sq = torch.cat([K_sq, K[..., :n_support]], -1)
+            m_q = torch.cat([m_q, m_s], -1)
+        # beta seed by seed, and computed twice as DeepKernelGP.posterior reads its ``beta`` property twice: its
+        # gradient then sums each seed's (B, S, S) and (B, M) terms as one seed's run does (a (K, 1, 1, 1)
+        # broadcast reduces over other dimensions, and one shared softplus node adds the two terms before its
+        # derivative: both round differently)
+        scales = scale.reshape(-1).expand(n_seeds).unbind(0)
+        betas = (F.softplus(self.stacked["raw_beta"]) + 1e-6).unbind(0)
+        K_ss = torch.stack([K[k, ..., :n_support] + betas[k] * eye for k in range(n_seeds)])
+        betas = (F.softplus(self.stacked["raw_beta"]) + 1e-6).unbind(0)
+        k_qq = torch.stack([(scales[k] + betas[k]).reshape(-1, 1).expand(batch, K_sq.shape[-1])
+                            for k in range(n_seeds)])
+        fold = n_seeds * batch
+        f, v = batched_gp_posterior(K_ss.reshape(fold, n_support, n_support), K_sq.reshape(fold, n_support, -1),
+                                    k_qq.reshape(fold, -1), ys.reshape(fold, n_support),
+                                    m_s.reshape(fold, n_support), m_q.reshape(fold, -1))
+        return f.reshape(n_seeds, batch, -1), v.reshape(n_seeds, batch, -1)
+
+    @property
+    def sigma(self):  # (K, 1, 1, 1): divides the (K, B, M, S) GMM terms of Eq. (8)
+        return self._scalar("raw_sigma2", lambda r: torch.sqrt(F.softplus(r) + 1e-8), 3)
+
+    @property
+    def alpha(self):  # (K, 1, 1): mixes (K, B, M) rows (Eq. 9)
+        if self.template.raw_alpha is None:
+            return self.template.alpha
+        return self._scalar("raw_alpha", torch.sigmoid, 2)
+
+
 class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
     """The meta-calibrated deep-kernel GP (Iwata & Kumagai, Alg. 1) and its relatives: ``fit(tasks)`` meta-learns
     the encoder g, the mean mu, beta, sigma^2 and alpha; ``predict`` adapts the GP to a task's support set
@@ -334,10 +413,10 @@ class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
         """
         xs, ys, xq = episodes.xs, episodes.ys, episodes.xq
         if self.params["split_support"]:
-            half = xs.shape[1] // 2
+            half = xs.shape[-2] // 2
             if half < 2:
                 raise ValueError("split_support needs at least 4 support points")
-            xs, ys, xc, yc = xs[:, :half], ys[:, :half], xs[:, half:], ys[:, half:]
+            xs, ys, xc, yc = xs[..., :half, :], ys[..., :half], xs[..., half:, :], ys[..., half:]
         else:
             xc, yc = xs, ys
         if self.params["calibration"] == "none":
@@ -347,10 +426,10 @@ class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
         if xc is xs:  # centres at the support points: reuse their network outputs and kernel block
             f_all, v_all = model.posterior(xs, ys, xq, also_at_support=True)
         else:
-            f_all, v_all = model.posterior(xs, ys, torch.cat([xq, xc], 1))
-        n_query = xq.shape[1]
-        f, v = f_all[:, :n_query], v_all[:, :n_query]
-        centers = torch.special.ndtr((yc - f_all[:, n_query:]) / v_all[:, n_query:].sqrt())  # Eq. (6)
+            f_all, v_all = model.posterior(xs, ys, torch.cat([xq, xc], -2))
+        n_query = xq.shape[-2]  # leading dims: (B,) one seed's episodes, (K, B) the stacked seeds'
+        f, v = f_all[..., :n_query], v_all[..., :n_query]
+        centers = torch.special.ndtr((yc - f_all[..., n_query:]) / v_all[..., n_query:].sqrt())  # Eq. (6)
         return f, v, centers
 
     def calibrated_cdf(self, model: DeepKernelGP, u: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
