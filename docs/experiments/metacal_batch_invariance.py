@@ -31,16 +31,16 @@ def per_seed_vs_batch(name, fn, inputs, K, B):
     out = fn(*leaves)
     out = out if isinstance(out, tuple) else (out,)
     weights = [torch.randn_like(o) for o in out]
-    sum(((o * w).sum() for o, w in zip(out, weights)), torch.zeros((), dtype=DT)).backward()
+    sum(((o * w).sum() for o, w in zip(out, weights, strict=True)), torch.zeros((), dtype=DT)).backward()
     fwd, grads = [], []
     for k in range(K):
         rows = slice(k * B, (k + 1) * B)
         part = [x.detach()[rows].clone().requires_grad_(True) for x in inputs]
         o = fn(*part)
         o = o if isinstance(o, tuple) else (o,)
-        sum(((oo * w[rows]).sum() for oo, w in zip(o, weights)), torch.zeros((), dtype=DT)).backward()
-        fwd += [(a[rows].detach(), b.detach()) for a, b in zip(out, o)]
-        grads += [(a.grad[rows], b.grad) for a, b in zip(leaves, part)]
+        sum(((oo * w[rows]).sum() for oo, w in zip(o, weights, strict=True)), torch.zeros((), dtype=DT)).backward()
+        fwd += [(a[rows].detach(), b.detach()) for a, b in zip(out, o, strict=True)]
+        grads += [(a.grad[rows], b.grad) for a, b in zip(leaves, part, strict=True)]
     report(name + " forward", fwd)
     report(name + " grads", grads)
 
@@ -99,7 +99,7 @@ def end_to_end(objective, K=5, B=20, S=10, Q=30, D=4, batched_hidden=False, seed
     episodes = [Episodes(torch.randn(B, S, D, dtype=DT), torch.randn(B, S, dtype=DT),
                          torch.randn(B, Q, D, dtype=DT), torch.randn(B, Q, dtype=DT)) for _ in range(K)]
     alone = []
-    for model, e in zip(models, episodes):
+    for model, e in zip(models, episodes, strict=True):
         model.zero_grad()
         loss = method.loss(model, e)
         loss.backward()

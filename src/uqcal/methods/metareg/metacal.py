@@ -312,7 +312,8 @@ class _StackedDeepKernelGP:
     @property
     def alpha(self):  # (K, 1, 1): mixes (K, B, M) rows (Eq. 9)
         if self.template.raw_alpha is None:
-            return self.template.alpha
+            raw_sigma2 = self.stacked["raw_sigma2"]
+            return torch.tensor(self.template.fixed_alpha, dtype=raw_sigma2.dtype, device=raw_sigma2.device)
         return self._scalar("raw_alpha", torch.sigmoid, 2)
 
 
@@ -463,25 +464,32 @@ class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
         return lam * mse + (1.0 - lam) * calibration_loss_per_episode(h)  # Eq. (11), arguments as intended
 
     def seed_batchable(self) -> bool:
-        """Only the net-free GP's seeds train batched: they reproduce their own runs within rel 1e-6 (measured
-        on the default jobs: <= 6e-11 in predictions, 1,000 Adam steps). With the networks, training amplifies the
-        batch's different reduction order (rel 1e-15 at step 10): MDKL's validation loss differs by 1e-3 by step
-        200 (x10 per ~10 steps), and metacal's grows slowly (1e-8 by step 860) but then jumps (ozone/ns20 seed
-        3: 7e-3 at step 910, another best step, metrics up to 48 % apart), so their seeds train one after
-        another, as ``train`` (tests/methods/metareg/test_batched_seeds.py).
+        """Which configurations' seeds train batched. The net-free GP baseline (``_SeedStackedGP``): within rel
+        1e-6 of its own runs (measured on the default jobs: <= 6e-11 in predictions, 1,000 Adam steps). MetaCal
+        and MDKL (both networks, s = 1, learned alpha, no split): bit-identical to their own runs on the CPU
+        (``_StackedDeepKernelGP``: every operation's bits per seed as alone, docs/experiments/
+        metacal_batch_invariance.py), which their training needs, since it amplifies rounding (a vmapped
+        version, rel 1e-15 at step 10, put ozone/ns20 seed 3's metrics up to 48 % apart). The other variants
+        (the ablations) train their seeds one after another, as ``train``
+        (tests/methods/metareg/test_batched_seeds.py).
 
         Returns
         -------
         bool
-            True for the GP baseline's parameters (``objective="nll"``, neither ``kernel_net`` nor ``mean_net``).
+            True for the GP baseline's parameters and for MetaCal's / MDKL's.
         """
         p = self.params
+        if p["kernel_net"] and p["mean_net"]:
+            return (not p["learn_outputscale"] and p["mix"] == "learned" and not p["split_support"]
+                    and p["calibration"] in ("gmm", "none"))
         return p["objective"] == "nll" and not (p["kernel_net"] or p["mean_net"])
 
     def seed_losses(self, template: DeepKernelGP) -> Callable[[dict, dict, list[Episodes]], torch.Tensor]:
-        """Each seed's training loss (K,) for ``meta_train_batch``: the seeds' episodes folded into one batch of
-        K * B episodes (the Cholesky's jitter retries are data-dependent Python control flow, which vmap
-        cannot batch), each seed's loss the mean over its own B episodes, as ``loss``.
+        """Each seed's training loss (K,) for ``meta_train_batch``, each the mean over its own B episodes, as
+        ``loss``. With the networks: ``_StackedDeepKernelGP`` on episodes stacked (K, B, ...), bit for bit each
+        seed's own loss and gradient. The GP baseline: its episodes folded into one batch of K * B
+        (``_SeedStackedGP``; the Cholesky's jitter retries are data-dependent Python control flow, which vmap
+        cannot batch).
 
         Parameters
         ----------
@@ -495,13 +503,18 @@ class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
             one Episodes of B per seed -> the K losses.
         """
 
+        def deep_losses(stacked: dict, buffers: dict, episodes: list[Episodes]) -> torch.Tensor:
+            stacked_episodes = Episodes(*(torch.stack([getattr(e, name) for e in episodes])
+                                          for name in ("xs", "ys", "xq", "yq")))
+            return self.episode_losses(_StackedDeepKernelGP(template, stacked), stacked_episodes).mean(-1)
+
         def losses(stacked: dict, buffers: dict, episodes: list[Episodes]) -> torch.Tensor:
             n_seeds, batch = len(episodes), len(episodes[0])
             folded = Episodes(*(torch.cat([getattr(e, name) for e in episodes]) for name in ("xs", "ys", "xq", "yq")))
             model = _SeedStackedGP(template, stacked, buffers, n_seeds, batch)
             return self.episode_losses(model, folded).reshape(n_seeds, batch).mean(1)
 
-        return losses
+        return deep_losses if template.encoder is not None and template.mean_fn is not None else losses
 
     # ---- prediction ----------------------------------------------------------------------------------
     @torch.no_grad()
