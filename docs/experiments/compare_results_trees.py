@@ -1,6 +1,8 @@
 """Compare every seed's metrics.json, predictions.parquet and train_stats.json of two results trees, bit for bit."""
-import json, sys
+import json
+import sys
 from pathlib import Path
+
 import numpy as np
 import pandas as pd
 

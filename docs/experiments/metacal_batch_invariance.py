@@ -90,7 +90,7 @@ from uqcal.methods.metareg.episodes import Episodes  # noqa: E402
 from uqcal.methods.metareg.metacal import _StackedDeepKernelGP  # noqa: E402
 
 
-def end_to_end(objective, K=5, B=20, S=10, Q=30, D=4, batched_hidden=False, seed=0):
+def end_to_end(objective, K=5, B=20, S=10, Q=30, D=4, seed=0):
     method = MetaCal(objective=objective, calibration="none" if objective == "nll" else "gmm")
     models = []
     for k in range(K):
@@ -106,22 +106,26 @@ def end_to_end(objective, K=5, B=20, S=10, Q=30, D=4, batched_hidden=False, seed
         alone.append((loss.detach(), {n: p.grad for n, p in model.named_parameters()}))
     stacked, _ = stack_module_state(models)
     folded = Episodes(*(torch.stack([getattr(e, n) for e in episodes]) for n in ("xs", "ys", "xq", "yq")))
-    losses = method.episode_losses(_StackedDeepKernelGP(models[0], stacked, batched_hidden), folded).mean(-1)
+    losses = method.episode_losses(_StackedDeepKernelGP(models[0], stacked), folded).mean(-1)
     losses.sum().backward()
     pairs = [(losses[k].detach(), alone[k][0]) for k in range(K)]
     pairs += [(stacked[n].grad[k], alone[k][1][n]) for n in stacked if stacked[n].grad is not None for k in range(K)]
-    layers = "hidden layers baddbmm" if batched_hidden else "every layer seed by seed"
-    report(f"{objective} {layers} K={K} B={B} S={S} D={D}: losses+grads", pairs)
+    report(f"{objective} K={K} B={B} S={S} D={D}: losses + every gradient", pairs)
     for name in stacked:
-        differs = stacked[name].grad is not None and not all(
-            same(stacked[name].grad[k], alone[k][1][name]) for k in range(K))
-        if batched_hidden or differs:
-            if stacked[name].grad is not None:
-                report(f"   grad {name}", [(stacked[name].grad[k], alone[k][1][name]) for k in range(K)])
+        if stacked[name].grad is not None and not all(same(stacked[name].grad[k], alone[k][1][name])
+                                                      for k in range(K)):
+            report(f"   grad {name}", [(stacked[name].grad[k], alone[k][1][name]) for k in range(K)])
 
+
+print("--- a hidden layer (32 -> 32) of K seeds: baddbmm over the seeds vs nn.Linear per seed (rows B * (S + Q))")
+for rows in (800, 1600):
+    xs_ = torch.randn(5, rows, 32, dtype=DT)
+    w_, b_ = torch.randn(5, 32, 32, dtype=DT), torch.randn(5, 32, dtype=DT)
+    per_seed_vs_batch(f"baddbmm, {rows} rows (vs F.linear)",
+                      lambda x, w, b: torch.baddbmm(b[:, None, :], x, w.transpose(1, 2)) if len(x) > 1
+                      else torch.nn.functional.linear(x[0], w[0], b[0])[None], [xs_, w_, b_], 5, 1)
 
 print("--- end to end: one step's K losses and every parameter's gradient, stacked vs each seed alone")
-end_to_end("calib", batched_hidden=True)
 for seed, (B, S, D) in enumerate([(20, 10, 4), (20, 20, 4), (32, 10, 8), (32, 20, 8), (10, 20, 3)]):
     for objective in ("calib", "nll"):
         end_to_end(objective, B=B, S=S, D=D, seed=seed)

@@ -238,15 +238,14 @@ class _SeedStackedGP:
 
 
 class _StackedDeepKernelGP:
-    """K seeds' DeepKernelGPs (with networks) as one model over episodes (K, B, ...), each seed's arithmetic
-    bit for bit its own model's (docs/experiments/metacal_batch_invariance.py): the networks' hidden layers are
-    ``torch.baddbmm`` over the seed axis (each slice the ``nn.Linear`` addmm of the same shapes), the input layer
-    (few features) and a one-unit output layer seed by seed (a batched kernel rounds their weight gradients
-    differently), the GP algebra (Eqs. 3-5; per-episode Cholesky, solves, bmm) on the K * B episodes, and each
-    scalar parameter (beta, sigma, alpha, s) broadcast per seed as (K, 1, ...)."""
+    """K seeds' DeepKernelGPs (with networks) as one model over episodes (K, B, ...), each seed's losses and
+    gradients bit for bit its own model's on the CPU (docs/experiments/metacal_batch_invariance.py): the
+    networks seed by seed (nn.Linear's kernels), the GP algebra (Eqs. 3-5: squared distances, exp, Cholesky,
+    solves and bmm, each per episode) on the K * B episodes at once, beta seed by seed, sigma and alpha
+    broadcast per seed as (K, 1, ...)."""
 
-    def __init__(self, template: DeepKernelGP, stacked: dict, batched_hidden: bool = False):
-        self.template, self.stacked, self.batched_hidden = template, stacked, batched_hidden
+    def __init__(self, template: DeepKernelGP, stacked: dict):
+        self.template, self.stacked = template, stacked
         self.n_seeds = next(iter(stacked.values())).shape[0]
 
     def _scalar(self, raw: str, transform, ndim: int) -> torch.Tensor | None:
@@ -254,20 +253,19 @@ class _StackedDeepKernelGP:
         return None if value is None else transform(value).reshape(self.n_seeds, *([1] * ndim))
 
     def _network(self, prefix: str, module: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
-        """``module`` of each seed on its rows x (K, B, N, D) -> (K, B, N, out)."""
-        n_seeds, batch, rows = x.shape[:3]
-        linears = [(i, m) for i, m in enumerate(module) if isinstance(m, nn.Linear)]
-        h = x
-        for position, (index, linear) in enumerate(linears):
-            weight, bias = self.stacked[f"{prefix}{index}.weight"], self.stacked[f"{prefix}{index}.bias"]
-            if not self.batched_hidden or position == 0 or linear.out_features == 1:
-                h = torch.stack([F.linear(h[k], weight[k], bias[k]) for k in range(n_seeds)])
-            else:
-                flat = h.reshape(n_seeds, batch * rows, h.shape[-1])
-                h = torch.baddbmm(bias[:, None, :], flat, weight.transpose(1, 2)).reshape(n_seeds, batch, rows, -1)
-            if position < len(linears) - 1:
-                h = torch.relu(h)
-        return h
+        """``module`` of each seed on its rows x (K, B, N, D) -> (K, B, N, out), seed by seed: nn.Linear's own
+        addmm of each seed's rows (a baddbmm over the seeds gives the same outputs, but its weight gradient, a
+        bmm, rounds differently from the mm of one seed's: docs/experiments/metacal_batch_invariance.py)."""
+        layers = [(self.stacked[f"{prefix}{i}.weight"].unbind(0), self.stacked[f"{prefix}{i}.bias"].unbind(0))
+                  for i, m in enumerate(module) if isinstance(m, nn.Linear)]
+        outputs = []
+        for seed, h in enumerate(x.unbind(0)):  # unbind: one backward node per tensor, not K zero-filled selects
+            for position, (weights, biases) in enumerate(layers):
+                h = F.linear(h, weights[seed], biases[seed])
+                if position < len(layers) - 1:
+                    h = torch.relu(h)
+            outputs.append(h)
+        return torch.stack(outputs)
 
     def posterior(self, xs, ys, xq, also_at_support: bool = False):
         """``DeepKernelGP.posterior`` of every seed: xs (K, B, S, D), ys (K, B, S), xq (K, B, Q, D) -> f, v
