@@ -92,9 +92,10 @@ def test_the_variants_whose_training_amplifies_rounding_train_their_seeds_one_by
                    learn_outputscale=True).seed_batchable()  # gp
     # metacal and mdkl: the stacked deep-kernel GP (bit for bit each seed's own steps)
     assert MetaCal().seed_batchable() and MetaCal(objective="nll", calibration="none").seed_batchable()
-    # their ablations keep the per-seed path (not checked against their own runs)
-    assert not MetaCal(split_support=True).seed_batchable() and not MetaCal(mix=0.5).seed_batchable()
-    assert not MetaCal(kernel_net=False).seed_batchable()
+    # and the ablations of the same structure (w/o-R, w/o-LC, the lambda sweep); the others keep the per-seed path
+    assert MetaCal(calibration="none").seed_batchable() and MetaCal(lam=1.0).seed_batchable()
+    assert not MetaCal(split_support=True).seed_batchable() and not MetaCal(mix=0.0).seed_batchable()
+    assert not MetaCal(kernel_net=False).seed_batchable() and not MetaCal(calibration="emp").seed_batchable()
     assert NeuralProcess().seed_batchable()
     # the train step's hook (uqcal.pipeline.steps.train) batches only where train_batch is callable
     assert callable(NeuralProcess().train_batch) and MetaCal(split_support=True).train_batch is None
@@ -118,12 +119,13 @@ def _toy_data(seed: int):
     NeuralProcess(epochs=60, eval_every=3, patience=24, batch_tasks=4, lr=3e-3),
     MetaCal(epochs=60, eval_every=3, patience=15, batch_tasks=4, lr=3e-3),
     MetaCal(epochs=60, eval_every=3, patience=15, batch_tasks=4, lr=3e-3, objective="nll", calibration="none"),
+    MetaCal(epochs=60, eval_every=3, patience=15, batch_tasks=4, lr=3e-3, calibration="none", lam=0.2),
     MetaCal(epochs=60, eval_every=3, patience=15, batch_tasks=4, lr=3e-2, objective="nll", calibration="none",
             kernel_net=False, mean_net=False, learn_outputscale=True),
     MamlNet(epochs=8, eval_every=2, patience=4, batch_tasks=4, lr=3e-2, head="ng"),
     MamlNet(epochs=8, eval_every=2, patience=4, batch_tasks=4, lr=3e-2, head="ng", first_order=True),
     MamlNet(epochs=10, eval_every=1, patience=3, batch_tasks=4, lr=3e-3, head="bd"),
-], ids=["np", "metacal", "mdkl", "gp", "mng", "mng_first_order", "mbd"])
+], ids=["np", "metacal", "mdkl", "wo_r", "gp", "mng", "mng_first_order", "mbd"])
 def test_a_seed_that_stops_leaves_the_batch_and_the_others_go_on_as_alone(estimator):
     """Several Adam steps an epoch (12 tasks, batches of 4) and seeds stopping at different steps: the batch
     drops a stopped seed's slices (parameters and Adam moments); every seed ends as ``meta_train`` alone."""

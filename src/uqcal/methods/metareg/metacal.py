@@ -466,15 +466,17 @@ class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
         1e-6 of its own runs (measured on the default jobs: <= 6e-11 in predictions, 1,000 Adam steps). MetaCal
         and MDKL (both networks, s = 1, learned alpha, no split): bit-identical to their own runs on the CPU
         (``_StackedDeepKernelGP``: every operation's bits per seed as alone, docs/experiments/
-        metacal_batch_invariance.py), which their training needs, since it amplifies rounding (a vmapped
-        version, rel 1e-15 at step 10, put ozone/ns20 seed 3's metrics up to 48 % apart). The other variants
-        (the ablations) train their seeds one after another, as ``train``
+        metacal_batch_invariance.py; the 8 default jobs: all 40 seeds' metrics and predictions identical), which
+        their training needs, since it amplifies rounding (a vmapped version, rel 1e-15 at step 10, put
+        ozone/ns20 seed 3's metrics up to 48 % apart). The stated tolerance stays rel 1e-6 (another CPU's
+        kernels). The ablations of the same structure batch too (w/o-R, w/o-LC, the lambda sweep); the others
+        (w/o-Net, w/o-Mix, w/-Split, w/-R_emp) train their seeds one after another, as ``train``
         (tests/methods/metareg/test_batched_seeds.py).
 
         Returns
         -------
         bool
-            True for the GP baseline's parameters and for MetaCal's / MDKL's.
+            True for the GP baseline's parameters and for MetaCal's / MDKL's structure.
         """
         p = self.params
         if p["kernel_net"] and p["mean_net"]:
