@@ -96,6 +96,10 @@ def test_the_variants_whose_training_amplifies_rounding_train_their_seeds_one_by
     assert MetaCal(calibration="none").seed_batchable() and MetaCal(lam=1.0).seed_batchable()
     assert not MetaCal(split_support=True).seed_batchable() and not MetaCal(mix=0.0).seed_batchable()
     assert not MetaCal(kernel_net=False).seed_batchable() and not MetaCal(calibration="emp").seed_batchable()
+    # the stacked deep-kernel GP batches on the CPU only (bit-identity shown there); the GP baseline anywhere
+    assert MetaCal().batches_on(torch.device("cpu")) and not MetaCal().batches_on(torch.device("cuda"))
+    assert MetaCal(objective="nll", calibration="none", kernel_net=False, mean_net=False).batches_on(
+        torch.device("cuda"))
     assert NeuralProcess().seed_batchable()
     # the train step's hook (uqcal.pipeline.steps.train) batches only where train_batch is callable
     assert callable(NeuralProcess().train_batch) and MetaCal(split_support=True).train_batch is None

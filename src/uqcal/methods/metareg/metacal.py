@@ -484,6 +484,11 @@ class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
                     and p["calibration"] in ("gmm", "none"))
         return p["objective"] == "nll" and not (p["kernel_net"] or p["mean_net"])
 
+    def batches_on(self, device: torch.device) -> bool:
+        """The stacked deep-kernel GP only on the CPU, where each seed's bits were shown to be its own run's (a
+        GPU's batched Cholesky and products may pick kernels by batch size, which training would amplify)."""
+        return device.type == "cpu" or not (self.params["kernel_net"] and self.params["mean_net"])
+
     def seed_losses(self, template: DeepKernelGP) -> Callable[[dict, dict, list[Episodes]], torch.Tensor]:
         """Each seed's training loss (K,) for ``meta_train_batch``, each the mean over its own B episodes, as
         ``loss``. With the networks: ``_StackedDeepKernelGP`` on episodes stacked (K, B, ...), bit for bit each
