@@ -327,8 +327,10 @@ class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
 
     ``train_batch`` trains a pipeline job's seeds as one model of K * B episodes (``seed_losses``) where that
     reproduces every seed's own run within rel 1e-6 in predictions and metrics (``seed_batchable``: the GP
-    baseline); the other variants train their seeds one after another. A Cholesky jitter retry (not seen in
-    float64: K + beta I with beta >= 1e-6) would jitter every seed's matrices of the batch, not one seed's.
+    baseline, and metacal / MDKL bit for bit on the CPU); the other variants train their seeds one after
+    another. A Cholesky jitter retry would jitter every seed's matrices of the batch, not one seed's; it does
+    not occur in float64 for finite inputs: K has entries in [0, s] and is PSD up to rounding (~S * 1e-16),
+    and beta >= 1e-6 keeps K + beta I's smallest eigenvalue far above that.
 
     Parameters
     ----------
