@@ -1,4 +1,6 @@
-"""Compare every seed's metrics.json, predictions.parquet and train_stats.json of two results trees, bit for bit."""
+"""Compare every seed's metrics.json, predictions.parquet and train_stats.json (timings excluded) of one job in
+two results trees, bit for bit (issue 53: a batched job against its per-seed run).
+Run: .venv/bin/python docs/experiments/compare_results_trees.py RESULTS_A RESULTS_B metareg/exam/ns10/metacal"""
 import json
 import sys
 from pathlib import Path
