@@ -129,3 +129,5 @@ print("--- end to end: one step's K losses and every parameter's gradient, stack
 for seed, (B, S, D) in enumerate([(20, 10, 4), (20, 20, 4), (32, 10, 8), (32, 20, 8), (10, 20, 3)]):
     for objective in ("calib", "nll"):
         end_to_end(objective, B=B, S=S, D=D, seed=seed)
+for n_seeds in (1, 2, 3):  # what is left of a batch once seeds have stopped
+    end_to_end("calib", K=n_seeds, seed=7)

@@ -271,16 +271,15 @@ class _StackedDeepKernelGP:
         """``DeepKernelGP.posterior`` of every seed: xs (K, B, S, D), ys (K, B, S), xq (K, B, Q, D) -> f, v
         (K, B, Q) (or (K, B, Q + S) ``also_at_support``)."""
         template, n_seeds, batch, n_support = self.template, *xs.shape[:3]
-        if template.encoder is None or template.mean_fn is None:
-            raise ValueError("the stacked deep-kernel GP needs both networks (the GP baseline: _SeedStackedGP)")
+        if template.encoder is None or template.mean_fn is None or template.raw_outputscale is not None:
+            raise ValueError("the stacked deep-kernel GP needs both networks and s = 1 (Eq. 3); the other "
+                             "variants train per seed (MetaCal.seed_batchable)")
         x_all = torch.cat([xs, xq], 2)
         z_all = self._network("encoder.", template.encoder, x_all)
         m_all = self._network("mean_fn.", template.mean_fn, x_all).squeeze(-1)
-        scale = self._scalar("raw_outputscale", F.softplus, 3)
-        scale = torch.ones((), dtype=xs.dtype, device=xs.device) if scale is None else scale
         flat_z = z_all.reshape(n_seeds * batch, *z_all.shape[2:])
         distances = squared_distances(flat_z[:, :n_support], flat_z)
-        K = scale * torch.exp(-0.5 * distances.reshape(n_seeds, batch, *distances.shape[1:]))
+        K = torch.exp(-0.5 * distances.reshape(n_seeds, batch, *distances.shape[1:]))  # s = 1: s * K is K
         eye = torch.eye(n_support, dtype=xs.dtype, device=xs.device)
         m_s, m_q = m_all[..., :n_support], m_all[..., n_support:]
         K_sq = K[..., n_support:]
@@ -291,11 +290,10 @@ class _StackedDeepKernelGP:
         # gradient then sums each seed's (B, S, S) and (B, M) terms as one seed's run does (a (K, 1, 1, 1)
         # broadcast reduces over other dimensions, and one shared softplus node adds the two terms before its
         # derivative: both round differently)
-        scales = scale.reshape(-1).expand(n_seeds).unbind(0)
         betas = (F.softplus(self.stacked["raw_beta"]) + 1e-6).unbind(0)
         K_ss = torch.stack([K[k, ..., :n_support] + betas[k] * eye for k in range(n_seeds)])
         betas = (F.softplus(self.stacked["raw_beta"]) + 1e-6).unbind(0)
-        k_qq = torch.stack([(scales[k] + betas[k]).reshape(-1, 1).expand(batch, K_sq.shape[-1])
+        k_qq = torch.stack([(1.0 + betas[k]).reshape(-1, 1).expand(batch, K_sq.shape[-1])  # s + beta
                             for k in range(n_seeds)])
         fold = n_seeds * batch
         f, v = batched_gp_posterior(K_ss.reshape(fold, n_support, n_support), K_sq.reshape(fold, n_support, -1),
