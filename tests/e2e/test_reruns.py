@@ -297,20 +297,25 @@ def test_every_source_file_a_job_imported_is_in_its_code(smoke_run):
 
 
 # ------------------------------------------------------------------------------------------ crashes
+# A metacal variant whose seeds train one after another, each with mid-training checkpoints (metacal's own seeds
+# train as one batched model, which writes none: MetaCal.seed_batchable).
+CRASH_METHOD = "w_split"
+
+
 def _metareg_config(root: Path) -> str:
-    """Smoke, metareg's meta-calibrated GP only, trained long enough to be killed in the middle."""
+    """Smoke, a meta-calibrated GP (``CRASH_METHOD``) only, trained long enough to be killed in the middle."""
     cfg = yaml.safe_load((root / SMOKE).read_text())
     fam = cfg["families"]["metareg"]
     fam["seeds"] = 2
-    fam["methods"] = {"metacal": {"epochs": 60, "eval_every": 2, "patience": 1000}}
+    fam["methods"] = {CRASH_METHOD: {"epochs": 60, "eval_every": 2, "patience": 1000}}
     cfg["families"] = {"metareg": fam}
     (root / "config/crash.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     return "config/crash.yaml"
 
 
 TARGET = "results/metareg/summary.csv"
-RESUME = "results/.resume/metareg/ozone/ns10/metacal"
-TRAIN_LOG = "logs/train/metareg/ozone/ns10/metacal.log"
+RESUME = f"results/.resume/metareg/ozone/ns10/{CRASH_METHOD}"
+TRAIN_LOG = f"logs/train/metareg/ozone/ns10/{CRASH_METHOD}.log"
 
 
 @pytest.fixture(scope="module")
@@ -335,7 +340,7 @@ def _start_and_wait_for_seed1_checkpoint(root: Path, config: str) -> subprocess.
 
 def _assert_same_as_uninterrupted(root: Path, reference: Path) -> None:
     for seed in (0, 1):
-        rel = f"results/metareg/ozone/ns10/metacal/seed{seed}"
+        rel = f"results/metareg/ozone/ns10/{CRASH_METHOD}/seed{seed}"
         for name in ("metrics.json", "predictions.parquet"):
             assert (root / rel / name).read_bytes() == (reference / rel / name).read_bytes(), f"{rel}/{name}"
     # The summary aggregates what the final runs wrote; its timing rows (train_seconds ...) are wall clock.
@@ -375,12 +380,12 @@ def test_a_run_killed_with_its_jobs_resumes_and_matches_an_uninterrupted_one(uni
 
     # The README's recovery: unlock (a killed Snakemake leaves its lock), then the same command again.
     snakemake([TARGET, "--unlock", "--configfile", config], root)
-    assert planned_for(root, config) == {"train metareg/ozone/ns10/metacal", "aggregate metareg"}
+    assert planned_for(root, config) == {f"train metareg/ozone/ns10/{CRASH_METHOD}", "aggregate metareg"}
     snakemake([TARGET, "--cores", "1", "--configfile", config], root, timeout=900)
     # Both attempts in the log, each under its header (Snakemake deleted the log before the rerun).
     attempts = _attempts(root)
     assert len(attempts) == 2, (root / TRAIN_LOG).read_text()[-3000:]
-    assert "train metacal on ozone/ns10 seed 0" in attempts[0] and "seed 1" in attempts[0]
+    assert f"train {CRASH_METHOD} on ozone/ns10 seed 0" in attempts[0] and "seed 1" in attempts[0]
     assert "restored the outputs an interrupted run had finished" in attempts[1], attempts[1][-2000:]
     assert "resuming from checkpoint" in attempts[1], attempts[1][-2000:]
     assert not (root / "results/.resume").exists(), "the resume folder outlived a finished run"
@@ -399,7 +404,7 @@ def test_snakemake_killed_alone_leaves_its_job_running_and_the_rerun_waits_for_i
     proc.wait()
     orphans = _train_processes(root)
     assert orphans, "the train job died with Snakemake: the scenario tests nothing"
-    seed0 = root / "results/metareg/ozone/ns10/metacal/seed0/metrics.json"
+    seed0 = root / f"results/metareg/ozone/ns10/{CRASH_METHOD}/seed0/metrics.json"
     for pid in orphans:  # hold the orphan, so that the rerun certainly starts while it still writes
         os.kill(pid, signal.SIGSTOP)
     output = tmp_path / "rerun.out"
@@ -408,7 +413,7 @@ def test_snakemake_killed_alone_leaves_its_job_running_and_the_rerun_waits_for_i
         snakemake([TARGET, "--unlock", "--configfile", config], root)
         dry = run([str(BIN / "snakemake"), "-n", TARGET, "--configfile", config], root)
         assert "a run waits for it" in dry.stdout + dry.stderr  # a dry run does not wait
-        assert planned_for(root, config) == {"train metareg/ozone/ns10/metacal", "aggregate metareg"}
+        assert planned_for(root, config) == {f"train metareg/ozone/ns10/{CRASH_METHOD}", "aggregate metareg"}
         log_before = _read(root / TRAIN_LOG)
         with open(output, "w") as out:
             rerun = subprocess.Popen([str(BIN / "snakemake"), TARGET, "--cores", "1", "--configfile", config],
@@ -428,8 +433,8 @@ def test_snakemake_killed_alone_leaves_its_job_running_and_the_rerun_waits_for_i
     assert "the earlier job has finished" in _read(output)
     attempts = _attempts(root)
     assert len(attempts) == 2, _read(root / TRAIN_LOG)[-3000:]
-    assert "train metacal on ozone/ns10 seed 1" in attempts[0]  # the orphan finished seed 1 ...
-    assert "train metacal on" not in attempts[1]  # ... and the rerun trained nothing again
+    assert f"train {CRASH_METHOD} on ozone/ns10 seed 1" in attempts[0]  # the orphan finished seed 1 ...
+    assert f"train {CRASH_METHOD} on" not in attempts[1]  # ... and the rerun trained nothing again
     assert attempts[1].count("restored the outputs an interrupted run had finished") == 2, attempts[1][-2000:]
     assert not (root / "results/.resume").exists()
     _assert_same_as_uninterrupted(root, uninterrupted)
@@ -441,7 +446,7 @@ def test_a_second_command_during_a_run_writes_nothing_and_the_run_matches_one_al
     root = copy_repo(tmp_path / "busy")
     config = _metareg_config(root)
     other = yaml.safe_load((root / config).read_text())
-    other["families"]["metareg"]["methods"]["metacal"]["epochs"] = 3
+    other["families"]["metareg"]["methods"][CRASH_METHOD]["epochs"] = 3
     (root / "config/other.yaml").write_text(yaml.safe_dump(other, sort_keys=False))
     proc = _start_and_wait_for_seed1_checkpoint(root, config)
     jobs = _train_processes(root)
@@ -467,16 +472,16 @@ def test_a_second_command_during_a_run_writes_nothing_and_the_run_matches_one_al
                 os.kill(pid, signal.SIGCONT)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    record = json.loads((root / ".uqcal/records/train/metareg/ozone/ns10/metacal.json").read_text())
-    assert record["params"]["families.metareg.methods.metacal.epochs"] == 60
+    record = json.loads((root / f".uqcal/records/train/metareg/ozone/ns10/{CRASH_METHOD}.json").read_text())
+    assert record["params"][f"families.metareg.methods.{CRASH_METHOD}.epochs"] == 60
     _assert_same_as_uninterrupted(root, uninterrupted)
     # The checkout is free again once the run has ended: a dry run of the other config plans its change.
-    assert {"train metareg/ozone/ns10/metacal", "aggregate metareg"} <= planned_for(root, "config/other.yaml")
+    assert {f"train metareg/ozone/ns10/{CRASH_METHOD}", "aggregate metareg"} <= planned_for(root, "config/other.yaml")
 
 
 def _attempts(root: Path) -> list[str]:
     """The train job's log, one item per attempt (each starts with a header)."""
-    return _read(root / TRAIN_LOG).split("===== uqcal train metareg/ozone/ns10/metacal: attempt started")[1:]
+    return _read(root / TRAIN_LOG).split(f"===== uqcal train metareg/ozone/ns10/{CRASH_METHOD}: attempt started")[1:]
 
 
 def test_sigterm_to_snakemake_stops_its_jobs(tmp_path):

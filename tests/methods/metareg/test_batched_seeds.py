@@ -29,7 +29,9 @@ SEEDS = [0, 1, 2]
 SCHEDULES = {"gp": {"epochs": 80, "eval_every": 5, "patience": 20},
              "np": {"epochs": 80, "eval_every": 5, "patience": 20},
              "mng": {"epochs": 16, "eval_every": 2, "patience": 6},
-             "mbd": {"epochs": 16, "eval_every": 2, "patience": 6}}
+             "mbd": {"epochs": 16, "eval_every": 2, "patience": 6},
+             "metacal": {"epochs": 80, "eval_every": 5, "patience": 20},
+             "mdkl": {"epochs": 80, "eval_every": 5, "patience": 20}}
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +54,7 @@ def _outputs(ctx):
             json.loads((run / "metrics.json").read_text())["metrics"])
 
 
-@pytest.mark.parametrize("method", ["gp", "np", "mng", "mbd"])
+@pytest.mark.parametrize("method", ["gp", "np", "mng", "mbd", "metacal", "mdkl"])
 def test_batched_seeds_equal_their_own_runs(method, exam_splits, tmp_path):
     job = _job(method)
     alone = train_seeds(job, tmp_path / "alone", exam_splits, SEEDS)
@@ -88,11 +90,19 @@ def test_batched_seeds_equal_their_own_runs(method, exam_splits, tmp_path):
 def test_the_variants_whose_training_amplifies_rounding_train_their_seeds_one_by_one():
     assert MetaCal(objective="nll", calibration="none", kernel_net=False, mean_net=False,
                    learn_outputscale=True).seed_batchable()  # gp
-    assert not MetaCal().seed_batchable()  # metacal
-    assert not MetaCal(objective="nll", calibration="none").seed_batchable()  # mdkl
+    # metacal and mdkl: the stacked deep-kernel GP (bit for bit each seed's own steps)
+    assert MetaCal().seed_batchable() and MetaCal(objective="nll", calibration="none").seed_batchable()
+    # and the ablations of the same structure (w/o-R, w/o-LC, the lambda sweep); the others keep the per-seed path
+    assert MetaCal(calibration="none").seed_batchable() and MetaCal(lam=1.0).seed_batchable()
+    assert not MetaCal(split_support=True).seed_batchable() and not MetaCal(mix=0.0).seed_batchable()
+    assert not MetaCal(kernel_net=False).seed_batchable() and not MetaCal(calibration="emp").seed_batchable()
+    # the stacked deep-kernel GP batches on the CPU only (bit-identity shown there); the GP baseline anywhere
+    assert MetaCal().batches_on(torch.device("cpu")) and not MetaCal().batches_on(torch.device("cuda"))
+    assert MetaCal(objective="nll", calibration="none", kernel_net=False, mean_net=False).batches_on(
+        torch.device("cuda"))
     assert NeuralProcess().seed_batchable()
     # the train step's hook (uqcal.pipeline.steps.train) batches only where train_batch is callable
-    assert callable(NeuralProcess().train_batch) and MetaCal().train_batch is None
+    assert callable(NeuralProcess().train_batch) and MetaCal(split_support=True).train_batch is None
     # MAML: MNG and MBD (each seed's dropout from its own stream) batch; MSQR is matmul-bound (no gain)
     assert callable(MamlNet(head="ng").train_batch) and callable(MamlNet(head="bd").train_batch)
     assert MamlNet(head="sqr").train_batch is None
@@ -112,12 +122,14 @@ def _toy_data(seed: int):
 @pytest.mark.parametrize("estimator", [
     NeuralProcess(epochs=60, eval_every=3, patience=24, batch_tasks=4, lr=3e-3),
     MetaCal(epochs=60, eval_every=3, patience=15, batch_tasks=4, lr=3e-3),
+    MetaCal(epochs=60, eval_every=3, patience=15, batch_tasks=4, lr=3e-3, objective="nll", calibration="none"),
+    MetaCal(epochs=60, eval_every=3, patience=15, batch_tasks=4, lr=3e-3, calibration="none", lam=0.2),
     MetaCal(epochs=60, eval_every=3, patience=15, batch_tasks=4, lr=3e-2, objective="nll", calibration="none",
             kernel_net=False, mean_net=False, learn_outputscale=True),
     MamlNet(epochs=8, eval_every=2, patience=4, batch_tasks=4, lr=3e-2, head="ng"),
     MamlNet(epochs=8, eval_every=2, patience=4, batch_tasks=4, lr=3e-2, head="ng", first_order=True),
     MamlNet(epochs=10, eval_every=1, patience=3, batch_tasks=4, lr=3e-3, head="bd"),
-], ids=["np", "metacal", "gp", "mng", "mng_first_order", "mbd"])
+], ids=["np", "metacal", "mdkl", "wo_r", "gp", "mng", "mng_first_order", "mbd"])
 def test_a_seed_that_stops_leaves_the_batch_and_the_others_go_on_as_alone(estimator):
     """Several Adam steps an epoch (12 tasks, batches of 4) and seeds stopping at different steps: the batch
     drops a stopped seed's slices (parameters and Adam moments); every seed ends as ``meta_train`` alone."""

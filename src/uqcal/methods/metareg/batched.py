@@ -222,6 +222,11 @@ class SeedBatchedTraining:
         visible differences says False: its seeds then train one after another, as ``train`` does)."""
         return True
 
+    def batches_on(self, device: torch.device) -> bool:
+        """Whether the seeds train batched on ``device`` (else one after another). A global-stream method on a
+        GPU draws from the device's generator, which the seeds' CPU copies do not follow."""
+        return not self.global_stream or device.type == "cpu"
+
     @property
     def train_batch(self):
         """``train_batch(ctxs)`` where ``seed_batchable``, else None: the pipeline then trains the seeds one by one
@@ -239,8 +244,7 @@ class SeedBatchedTraining:
             model = self.build(data).to(device=data.device, dtype=data.dtype)
             stream = torch.Generator(device="cpu").set_state(torch.get_rng_state()) if self.global_stream else None
             runs.append((ctx, arrays, data, generator, model, stream))
-        # A global-stream method on a GPU draws from the device's generator, which the CPU copies do not follow.
-        if not _batchable(ctxs, [r[2] for r in runs]) or (self.global_stream and runs[0][2].device.type != "cpu"):
+        if not _batchable(ctxs, [r[2] for r in runs]) or not self.batches_on(runs[0][2].device):
             self._train_each(ctxs)
             return
         stats = meta_train_batch([r[4] for r in runs], self.loss, [r[2] for r in runs], self.params,

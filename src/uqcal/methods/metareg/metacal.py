@@ -237,6 +237,82 @@ class _SeedStackedGP:
         return apply
 
 
+class _StackedDeepKernelGP:
+    """K seeds' DeepKernelGPs (with networks) as one model over episodes (K, B, ...), each seed's losses and
+    gradients bit for bit its own model's on the CPU (docs/experiments/metacal_batch_invariance.py): the
+    networks seed by seed (nn.Linear's kernels), the GP algebra (Eqs. 3-5: squared distances, exp, Cholesky,
+    solves and bmm, each per episode) on the K * B episodes at once, beta seed by seed, sigma and alpha
+    broadcast per seed as (K, 1, ...)."""
+
+    def __init__(self, template: DeepKernelGP, stacked: dict):
+        self.template, self.stacked = template, stacked
+        self.n_seeds = next(iter(stacked.values())).shape[0]
+
+    def _scalar(self, raw: str, transform, ndim: int) -> torch.Tensor | None:
+        value = self.stacked.get(raw)
+        return None if value is None else transform(value).reshape(self.n_seeds, *([1] * ndim))
+
+    def _network(self, prefix: str, module: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+        """``module`` of each seed on its rows x (K, B, N, D) -> (K, B, N, out), seed by seed: nn.Linear's own
+        addmm of each seed's rows (a baddbmm over the seeds gives the same outputs, but its weight gradient, a
+        bmm, rounds differently from the mm of one seed's: docs/experiments/metacal_batch_invariance.py)."""
+        layers = [(self.stacked[f"{prefix}{i}.weight"].unbind(0), self.stacked[f"{prefix}{i}.bias"].unbind(0))
+                  for i, m in enumerate(module) if isinstance(m, nn.Linear)]
+        outputs = []
+        for seed, h in enumerate(x.unbind(0)):  # unbind: one backward node per tensor, not K zero-filled selects
+            for position, (weights, biases) in enumerate(layers):
+                h = F.linear(h, weights[seed], biases[seed])
+                if position < len(layers) - 1:
+                    h = torch.relu(h)
+            outputs.append(h)
+        return torch.stack(outputs)
+
+    def posterior(self, xs, ys, xq, also_at_support: bool = False):
+        """``DeepKernelGP.posterior`` of every seed: xs (K, B, S, D), ys (K, B, S), xq (K, B, Q, D) -> f, v
+        (K, B, Q) (or (K, B, Q + S) ``also_at_support``)."""
+        template, n_seeds, batch, n_support = self.template, *xs.shape[:3]
+        if template.encoder is None or template.mean_fn is None or template.raw_outputscale is not None:
+            raise ValueError("the stacked deep-kernel GP needs both networks and s = 1 (Eq. 3); the other "
+                             "variants train per seed (MetaCal.seed_batchable)")
+        x_all = torch.cat([xs, xq], 2)
+        z_all = self._network("encoder.", template.encoder, x_all)
+        m_all = self._network("mean_fn.", template.mean_fn, x_all).squeeze(-1)
+        flat_z = z_all.reshape(n_seeds * batch, *z_all.shape[2:])
+        distances = squared_distances(flat_z[:, :n_support], flat_z)
+        K = torch.exp(-0.5 * distances.reshape(n_seeds, batch, *distances.shape[1:]))  # s = 1: s * K is K
+        eye = torch.eye(n_support, dtype=xs.dtype, device=xs.device)
+        m_s, m_q = m_all[..., :n_support], m_all[..., n_support:]
+        K_sq = K[..., n_support:]
+        if also_at_support:
+            K_sq = torch.cat([K_sq, K[..., :n_support]], -1)
+            m_q = torch.cat([m_q, m_s], -1)
+        # beta seed by seed, and computed twice as DeepKernelGP.posterior reads its ``beta`` property twice: its
+        # gradient then sums each seed's (B, S, S) and (B, M) terms as one seed's run does (a (K, 1, 1, 1)
+        # broadcast reduces over other dimensions, and one shared softplus node adds the two terms before its
+        # derivative: both round differently)
+        betas = (F.softplus(self.stacked["raw_beta"]) + 1e-6).unbind(0)
+        K_ss = torch.stack([K[k, ..., :n_support] + betas[k] * eye for k in range(n_seeds)])
+        betas = (F.softplus(self.stacked["raw_beta"]) + 1e-6).unbind(0)
+        k_qq = torch.stack([(1.0 + betas[k]).reshape(-1, 1).expand(batch, K_sq.shape[-1])  # s + beta
+                            for k in range(n_seeds)])
+        fold = n_seeds * batch
+        f, v = batched_gp_posterior(K_ss.reshape(fold, n_support, n_support), K_sq.reshape(fold, n_support, -1),
+                                    k_qq.reshape(fold, -1), ys.reshape(fold, n_support),
+                                    m_s.reshape(fold, n_support), m_q.reshape(fold, -1))
+        return f.reshape(n_seeds, batch, -1), v.reshape(n_seeds, batch, -1)
+
+    @property
+    def sigma(self):  # (K, 1, 1, 1): divides the (K, B, M, S) GMM terms of Eq. (8)
+        return self._scalar("raw_sigma2", lambda r: torch.sqrt(F.softplus(r) + 1e-8), 3)
+
+    @property
+    def alpha(self):  # (K, 1, 1): mixes (K, B, M) rows (Eq. 9)
+        if self.template.raw_alpha is None:
+            raw_sigma2 = self.stacked["raw_sigma2"]
+            return torch.tensor(self.template.fixed_alpha, dtype=raw_sigma2.dtype, device=raw_sigma2.device)
+        return self._scalar("raw_alpha", torch.sigmoid, 2)
+
+
 class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
     """The meta-calibrated deep-kernel GP (Iwata & Kumagai, Alg. 1) and its relatives: ``fit(tasks)`` meta-learns
     the encoder g, the mean mu, beta, sigma^2 and alpha; ``predict`` adapts the GP to a task's support set
@@ -249,8 +325,10 @@ class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
 
     ``train_batch`` trains a pipeline job's seeds as one model of K * B episodes (``seed_losses``) where that
     reproduces every seed's own run within rel 1e-6 in predictions and metrics (``seed_batchable``: the GP
-    baseline); the other variants train their seeds one after another. A Cholesky jitter retry (not seen in
-    float64: K + beta I with beta >= 1e-6) would jitter every seed's matrices of the batch, not one seed's.
+    baseline, and metacal / MDKL bit for bit on the CPU); the other variants train their seeds one after
+    another. A Cholesky jitter retry would jitter every seed's matrices of the batch, not one seed's; it does
+    not occur in float64 for finite inputs: K has entries in [0, s] and is PSD up to rounding (~S * 1e-16),
+    and beta >= 1e-6 keeps K + beta I's smallest eigenvalue far above that.
 
     Parameters
     ----------
@@ -334,10 +412,10 @@ class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
         """
         xs, ys, xq = episodes.xs, episodes.ys, episodes.xq
         if self.params["split_support"]:
-            half = xs.shape[1] // 2
+            half = xs.shape[-2] // 2
             if half < 2:
                 raise ValueError("split_support needs at least 4 support points")
-            xs, ys, xc, yc = xs[:, :half], ys[:, :half], xs[:, half:], ys[:, half:]
+            xs, ys, xc, yc = xs[..., :half, :], ys[..., :half], xs[..., half:, :], ys[..., half:]
         else:
             xc, yc = xs, ys
         if self.params["calibration"] == "none":
@@ -347,10 +425,10 @@ class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
         if xc is xs:  # centres at the support points: reuse their network outputs and kernel block
             f_all, v_all = model.posterior(xs, ys, xq, also_at_support=True)
         else:
-            f_all, v_all = model.posterior(xs, ys, torch.cat([xq, xc], 1))
-        n_query = xq.shape[1]
-        f, v = f_all[:, :n_query], v_all[:, :n_query]
-        centers = torch.special.ndtr((yc - f_all[:, n_query:]) / v_all[:, n_query:].sqrt())  # Eq. (6)
+            f_all, v_all = model.posterior(xs, ys, torch.cat([xq, xc], -2))
+        n_query = xq.shape[-2]  # leading dims: (B,) one seed's episodes, (K, B) the stacked seeds'
+        f, v = f_all[..., :n_query], v_all[..., :n_query]
+        centers = torch.special.ndtr((yc - f_all[..., n_query:]) / v_all[..., n_query:].sqrt())  # Eq. (6)
         return f, v, centers
 
     def calibrated_cdf(self, model: DeepKernelGP, u: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
@@ -384,25 +462,39 @@ class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
         return lam * mse + (1.0 - lam) * calibration_loss_per_episode(h)  # Eq. (11), arguments as intended
 
     def seed_batchable(self) -> bool:
-        """Only the net-free GP's seeds train batched: they reproduce their own runs within rel 1e-6 (measured
-        on the default jobs: <= 6e-11 in predictions, 1,000 Adam steps). With the networks, training amplifies the
-        batch's different reduction order (rel 1e-15 at step 10): MDKL's validation loss differs by 1e-3 by step
-        200 (x10 per ~10 steps), and metacal's grows slowly (1e-8 by step 860) but then jumps (ozone/ns20 seed
-        3: 7e-3 at step 910, another best step, metrics up to 48 % apart), so their seeds train one after
-        another, as ``train`` (tests/methods/metareg/test_batched_seeds.py).
+        """Which configurations' seeds train batched. The net-free GP baseline (``_SeedStackedGP``): within rel
+        1e-6 of its own runs (measured on the default jobs: <= 6e-11 in predictions, 1,000 Adam steps). MetaCal
+        and MDKL (both networks, s = 1, learned alpha, no split): bit-identical to their own runs on the CPU
+        (``_StackedDeepKernelGP``: every operation's bits per seed as alone, docs/experiments/
+        metacal_batch_invariance.py; the 8 default jobs: all 40 seeds' metrics and predictions identical), which
+        their training needs, since it amplifies rounding (a vmapped version, rel 1e-15 at step 10, put
+        ozone/ns20 seed 3's metrics up to 48 % apart). The stated tolerance stays rel 1e-6 (another CPU's
+        kernels). The ablations of the same structure batch too (w/o-R, w/o-LC, the lambda sweep); the others
+        (w/o-Net, w/o-Mix, w/-Split, w/-R_emp) train their seeds one after another, as ``train``
+        (tests/methods/metareg/test_batched_seeds.py).
 
         Returns
         -------
         bool
-            True for the GP baseline's parameters (``objective="nll"``, neither ``kernel_net`` nor ``mean_net``).
+            True for the GP baseline's parameters and for MetaCal's / MDKL's structure.
         """
         p = self.params
+        if p["kernel_net"] and p["mean_net"]:
+            return (not p["learn_outputscale"] and p["mix"] == "learned" and not p["split_support"]
+                    and p["calibration"] in ("gmm", "none"))
         return p["objective"] == "nll" and not (p["kernel_net"] or p["mean_net"])
 
+    def batches_on(self, device: torch.device) -> bool:
+        """The stacked deep-kernel GP only on the CPU, where each seed's bits were shown to be its own run's (a
+        GPU's batched Cholesky and products may pick kernels by batch size, which training would amplify)."""
+        return device.type == "cpu" or not (self.params["kernel_net"] and self.params["mean_net"])
+
     def seed_losses(self, template: DeepKernelGP) -> Callable[[dict, dict, list[Episodes]], torch.Tensor]:
-        """Each seed's training loss (K,) for ``meta_train_batch``: the seeds' episodes folded into one batch of
-        K * B episodes (the Cholesky's jitter retries are data-dependent Python control flow, which vmap
-        cannot batch), each seed's loss the mean over its own B episodes, as ``loss``.
+        """Each seed's training loss (K,) for ``meta_train_batch``, each the mean over its own B episodes, as
+        ``loss``. With the networks: ``_StackedDeepKernelGP`` on episodes stacked (K, B, ...), bit for bit each
+        seed's own loss and gradient. The GP baseline: its episodes folded into one batch of K * B
+        (``_SeedStackedGP``; the Cholesky's jitter retries are data-dependent Python control flow, which vmap
+        cannot batch).
 
         Parameters
         ----------
@@ -416,13 +508,18 @@ class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
             one Episodes of B per seed -> the K losses.
         """
 
+        def deep_losses(stacked: dict, buffers: dict, episodes: list[Episodes]) -> torch.Tensor:
+            stacked_episodes = Episodes(*(torch.stack([getattr(e, name) for e in episodes])
+                                          for name in ("xs", "ys", "xq", "yq")))
+            return self.episode_losses(_StackedDeepKernelGP(template, stacked), stacked_episodes).mean(-1)
+
         def losses(stacked: dict, buffers: dict, episodes: list[Episodes]) -> torch.Tensor:
             n_seeds, batch = len(episodes), len(episodes[0])
             folded = Episodes(*(torch.cat([getattr(e, name) for e in episodes]) for name in ("xs", "ys", "xq", "yq")))
             model = _SeedStackedGP(template, stacked, buffers, n_seeds, batch)
             return self.episode_losses(model, folded).reshape(n_seeds, batch).mean(1)
 
-        return losses
+        return deep_losses if template.encoder is not None and template.mean_fn is not None else losses
 
     # ---- prediction ----------------------------------------------------------------------------------
     @torch.no_grad()
