@@ -268,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     args.started = started
+    # Process-wide settings (the train step's collector while it imports, the exit without teardown) only where
+    # uqcal is the process's program, never in a caller's process (tests, notebooks).
+    args.own_process = argv is None
     _setup_logging(args.verbose)
     try:
         _check_command_line(args)
