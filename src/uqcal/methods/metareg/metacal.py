@@ -486,7 +486,18 @@ class MetaCal(SeedBatchedTraining, EpisodicMetaMethod):
 
     def batches_on(self, device: torch.device) -> bool:
         """The stacked deep-kernel GP only on the CPU, where each seed's bits were shown to be its own run's (a
-        GPU's batched Cholesky and products may pick kernels by batch size, which training would amplify)."""
+        GPU's batched Cholesky and products may pick kernels by batch size, which training would amplify).
+
+        Parameters
+        ----------
+        device : torch.device
+            Where the job trains.
+
+        Returns
+        -------
+        bool
+            True: the seeds train as one batched model; False: one after another (``train`` each).
+        """
         return device.type == "cpu" or not (self.params["kernel_net"] and self.params["mean_net"])
 
     def seed_losses(self, template: DeepKernelGP) -> Callable[[dict, dict, list[Episodes]], torch.Tensor]:
