@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             usage = resource_usage(started)
             LOG.info("uqcal %s: %.1f s wall, %.1f s CPU, peak RSS %.0f MB", args.command, usage["wall_seconds"],
                      usage["cpu_seconds"], usage["max_rss_mb"])
-    if argv is None and not status and args.command in STEPS:
+    if args.own_process and not status and args.command in STEPS:
         exit_without_teardown()
     return status
 
