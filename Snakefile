@@ -52,15 +52,18 @@ rule all:
 # A progress line with an ETA from the jobs' recorded costs, and the report's path at the end (uqcal.pipeline.progress).
 onstart:
     check_device()
+    start_job_server()
     PROGRESS.append(start_snakemake(workflow, logger.info))
 
 
 onerror:
+    stop_job_server()
     for _progress in filter(None, PROGRESS):
         _progress.fail()
 
 
 onsuccess:
+    stop_job_server()
     # Keep DVC in step with what Snakemake produced: same plan, outputs committed to the DVC cache. A refused
     # commit (a file that is not what its job wrote) or any other DVC failure fails the run: exit status 1.
     if Path(".dvc").is_dir():

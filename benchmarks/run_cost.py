@@ -3,6 +3,8 @@
 Every pipeline step writes a record with its process's CPU seconds, wall seconds and peak memory
 (`uqcal.pipeline.records.resource_usage`). This sums them per rule and train family, lists the costliest
 jobs, and gives the lower bound on the wall time they allow on `--cores` cores (all cores always busy).
+A local run's job server (uqcal.pipeline.job_server: the libraries loaded once, each step forked from them)
+accounts for its own CPU in `.uqcal/job-server/`: the part "job server", counted in the run's total.
 With a second checkout, it prints both side by side (e.g. the same config on two days, or before and after
 a change): how docs/ARCHITECTURE.md's "Default-run budget" tables are made.
     python benchmarks/run_cost.py /path/to/checkout [/path/to/other/checkout] [--cores 2] [--top 15]
@@ -25,6 +27,8 @@ def job_costs(root: Path) -> dict[str, dict[str, float]]:
     for path in sorted(records.rglob("*.json")):
         resources = json.loads(path.read_text()).get("resources") or {}
         costs[path.relative_to(records).with_suffix("").as_posix()] = resources
+    for path in sorted((Path(root) / ".uqcal" / "job-server").glob("*.json")):
+        costs[f"job server/{path.stem}"] = json.loads(path.read_text()).get("resources") or {}
     return costs
 
 

@@ -53,6 +53,9 @@ def tool_env(src: Path | None = None) -> dict:
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = f"{src or REPO / 'src'}{os.pathsep}{env.get('PYTHONPATH', '')}"
     env.setdefault("OMP_NUM_THREADS", "1")
+    # One process per job, as on a cluster: what the crash and lock tests hold, stop and look for by command line.
+    # The smoke run goes through the local job server (uqcal.pipeline.job_server), as a user's local run does.
+    env.setdefault("UQCAL_JOB_SERVER", "0")
     return env
 
 
@@ -74,8 +77,10 @@ def copy_repo(dest: Path) -> Path:
 
 
 def run(cmd: list[str], cwd: Path, timeout: int = 900, check: bool = True, src: Path | None = None,
-        ) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, env=tool_env(src), capture_output=True, text=True, timeout=timeout)
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``cmd`` in ``cwd`` under ``tool_env(src)`` updated with ``env``."""
+    proc = subprocess.run(cmd, cwd=cwd, env={**tool_env(src), **(env or {})}, capture_output=True, text=True,
+                          timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     return proc
@@ -89,5 +94,5 @@ def snakemake(args: list[str], cwd: Path, **kw) -> subprocess.CompletedProcess:
 def smoke_run(tmp_path_factory) -> Path:
     """The smoke pipeline, run end to end once: returns the repo copy holding results/ and reports/."""
     root = copy_repo(tmp_path_factory.mktemp("smoke") / "repo")
-    snakemake(["--cores", "2", "--configfile", "config/smoke.yaml"], root, timeout=1500)
+    snakemake(["--cores", "2", "--configfile", "config/smoke.yaml"], root, timeout=1500, env={"UQCAL_JOB_SERVER": "1"})
     return root

@@ -68,6 +68,22 @@ SUMMARY = _LAYOUT.summary("{family}").as_posix()
 RUNS = _LAYOUT.runs("{family}").as_posix()
 
 
+def start_job_server():
+    """Local execution: the jobs' `uqcal` steps fork from one process that has loaded their libraries
+    (uqcal.pipeline.job_server), instead of each importing them anew. Off with UQCAL_JOB_SERVER=0; never for a
+    cluster executor, whose jobs run in allocations of their own."""
+    if workflow.local_exec:
+        os.environ.setdefault("UQCAL_JOB_SERVER", "1")
+
+
+def stop_job_server():
+    """The end of a run: its server writes its account (.uqcal/job-server/) and exits."""
+    if os.environ.get("UQCAL_JOB_SERVER") == "1":
+        from uqcal.pipeline.job_server import stop_server
+
+        stop_server()
+
+
 def check_device():
     """A CUDA device on a machine without one fails before any job starts, not in training (onstart: the
     executor is known then; a cluster run checks it in each job, on the node that has the GPU)."""

@@ -31,6 +31,7 @@ COMMANDS = {
     "runs": "commands:runs",
     "cost": "progress.cost:run",
 }
+_JOB_SERVER = "job_server"  # uqcal.pipeline.job_server, named so (see COMMANDS)
 STEPS = ("materialise", "split", "train", "evaluate", "aggregate", "report")  # the pipeline's jobs
 
 
@@ -184,20 +185,25 @@ def _check_command_line(args) -> None:
 
 def _activate_numerics(args) -> None:
     """Pin the step's numerics (the config's ``numerics``; uqcal.core.numerics) before the step imports numpy
-    or torch: the variables that choose their kernels are read when they load. From the job's spec (written by
-    the Snakefile with the job's identity) or the config file (DVC, people)."""
-    from uqcal.core.numerics import DEFAULT_MODE, activate, mode_of
+    or torch: the variables that choose their kernels are read when they load."""
+    from uqcal.core.numerics import activate
+
+    activate(numerics_mode(args))
+
+
+def numerics_mode(args) -> str:
+    """The numerics mode a step runs under: from the job's spec (written by the Snakefile with the job's
+    identity) or the config file (DVC, people)."""
+    from uqcal.core.numerics import DEFAULT_MODE, mode_of
 
     if getattr(args, "spec", None):
         import json
 
         with open(args.spec) as fh:
-            mode = mode_of(json.load(fh)["params"].get("numerics", DEFAULT_MODE))  # identity.numerics_param
-    else:
-        from uqcal.pipeline.config.source import check_raw_config
+            return mode_of(json.load(fh)["params"].get("numerics", DEFAULT_MODE))  # identity.numerics_param
+    from uqcal.pipeline.config.source import check_raw_config
 
-        mode = check_raw_config(args.config or DEFAULT_CONFIG).get("numerics", DEFAULT_MODE)
-    activate(mode)
+    return check_raw_config(args.config or DEFAULT_CONFIG).get("numerics", DEFAULT_MODE)
 
 
 def _run(args) -> int:
@@ -264,6 +270,12 @@ def _is_user_error(exc: BaseException, args) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and os.environ.get("UQCAL_JOB_SERVER") == "1":
+        # A local run's step, forked from a process that has loaded its libraries (uqcal.pipeline.job_server); by
+        # name, so that the server is no job's code dependency. None: this process runs the step itself.
+        server = importlib.import_module(f"uqcal.pipeline.{_JOB_SERVER}")
+        if server.serves(sys.argv[1:]) and (status := server.run_through_server(sys.argv[1:])) is not None:
+            return status
     started = time.perf_counter()
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
