@@ -40,7 +40,9 @@ print(f"STATUS {status}", file=sys.stderr, flush=True)
 
 
 def _env(src: Path, **extra) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if key not in ("UQCAL_JOB_SERVER", "SLURM_JOB_ID", "PYTEST_CURRENT_TEST")}
+    # PYTEST_CURRENT_TEST: pytest sets it per test, and a server compares a request's whole environment
+    dropped = ("UQCAL_JOB_SERVER", "SLURM_JOB_ID", "PYTEST_CURRENT_TEST")
+    env = {key: value for key, value in os.environ.items() if key not in dropped}
     env.update(PYTHONPATH=str(src), OMP_NUM_THREADS="1", **extra)
     return env
 
