@@ -5,6 +5,8 @@ own .uqcal/records left out unless --with-records); the measure is the finished 
 and CPU seconds of each job, as benchmarks/run_cost.py sums them). Jobs of the config the checkout has no record
 of (a run still going) are left out of both sides and counted.
     python benchmarks/cost_estimate.py --config config/config.yaml /path/to/checkout [--with-records]
+A run that went through the local job server (uqcal.pipeline.job_server: `.uqcal/job-server/` holds its account)
+is compared with `uqcal cost --job-server`'s estimate, and its server's CPU counts as the job "job-server".
 Run it from this checkout's root (the config and the reference table are read from here).
 """
 
@@ -39,10 +41,17 @@ def main(argv: list[str] | None = None) -> None:
     book = cost_book() if args.with_records else reference_costs(REFERENCE)
     jobs = planned_jobs(load_config(args.config), args.config)
     book = with_work(book, reference_work())
-    cost = run_cost(jobs, book)
     runs = measured(args.checkout)
+    servers = [json.loads(path.read_text()).get("resources") or {}
+               for path in sorted((args.checkout / ".uqcal" / "job-server").glob("*.json"))]
+    cost = run_cost(jobs, book, job_server=bool(servers))
+    if servers:
+        cpu = sum(float(server.get("cpu_seconds", 0.0)) for server in servers)
+        runs["job-server"] = {"cpu_seconds": cpu, "wall_seconds": cpu}  # it waits for requests the whole run
 
     def name(costed: CostedJob) -> str:
+        if costed.planned.job.rule == "job-server":
+            return "job-server"
         return costed.planned.job.record_path.removeprefix(".uqcal/records/").removesuffix(".json")
 
     rows: dict[str, list[float]] = {}

@@ -184,3 +184,28 @@ def test_a_record_states_its_seeds_work(tmp_path):
     (cost,) = record_costs(tmp_path).values()
     assert cost.seconds_per_unit == pytest.approx(25.0)  # per seed
     assert cost.work == pytest.approx(fewshot_work.work_per_seed(job))
+
+
+def test_a_local_run_through_the_job_server_pays_one_start_up():
+    # two train jobs of 10 s and 50 s (their own records) and a split of 2 s; through the job server each train job
+    # is STARTUP_SECONDS = 3 s cheaper and the server pays 3 s once: 7 + 47 + 2 + 3 = 59 s, against 62 s
+    book = {MD: [Cost(10.0, "p")], PROTONET: [Cost(50.0, "p")], Job("split", ("fewshot", "big", "5w1s")): [Cost(2.0, "p")]}
+    jobs = [(PlannedJob(MD, params="p"), False), (PlannedJob(PROTONET, params="p"), False),
+            (PlannedJob(Job("split", ("fewshot", "big", "5w1s")), params="p"), False)]
+    own = run_cost(jobs, book, cores=1)
+    served = run_cost(jobs, book, cores=1, job_server=True)
+    assert own.cpu_hours * 3600 == pytest.approx(62.0)
+    assert served.cpu_hours * 3600 == pytest.approx(59.0)
+    assert served.per_family["job-server"].jobs == 1
+    assert sorted(round(served.seconds(c), 6) for c in served.jobs) == [2.0, 3.0, 7.0, 47.0]
+
+
+def test_a_served_record_is_booked_at_its_own_process_cost():
+    from uqcal.pipeline.progress.estimate import STARTUP_SECONDS, cost_of_record
+
+    record = {"rule": "train", "key": list(MD.key), "params": {"a": 1}, "job": {"seeds": [0, 1]},
+              "resources": {"cpu_seconds": 20.0, "wall_seconds": 21.0}}
+    _, own = cost_of_record(record)
+    _, served = cost_of_record({**record, "resources": {**record["resources"], "job_server": True}})
+    assert own.seconds_per_unit == pytest.approx(10.0)
+    assert served.seconds_per_unit == pytest.approx((20.0 + STARTUP_SECONDS) / 2)

@@ -160,3 +160,20 @@ def test_signals_reach_the_job(checkout):
                                                                      "config/smoke.yaml"]), "hold"],
                           cwd=checkout, env=_env(REPO / "src"), capture_output=True, text=True, timeout=300)
     assert _status(proc) == f"STATUS {128 + signal.SIGTERM}", proc.stderr
+
+
+def test_a_forked_job_takes_the_parents_of_the_step_that_asked_for_it(monkeypatch):
+    """uqcal.pipeline.locks.ancestry in a forked job: the step's process's parent and grandparent (the shell and
+    Snakemake), as in the step's own process; none once that process is gone (the job is then an orphan)."""
+    from uqcal.pipeline import job_server, locks
+
+    step = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        monkeypatch.setattr(job_server, "CLIENT_PID", step.pid)
+        assert locks.ancestry() == [os.getpid(), os.getppid()]
+        started_under = locks.ancestry()
+    finally:
+        step.kill()
+        step.wait()
+    assert locks.ancestry() == []
+    assert locks.orphaned(started_under)

@@ -152,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="GPUs the run has: jobs requesting one run there (default: 0)")
     p.add_argument("--json", action="store_true", help="print cpu_hours, gpu_hours, longest_job_hours, per_family "
                    "... as JSON")
+    p.add_argument("--job-server", action="store_true", help="a local run as `snakemake --cores N` runs it here: "
+                   "its train jobs forked from the job server, their start-up paid once (default: once a job, "
+                   "as on a cluster)")
     return parser
 
 

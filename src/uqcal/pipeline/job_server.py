@@ -59,6 +59,8 @@ PRELOAD = ("numpy", "scipy.stats", "scipy.optimize", "pandas", "pyarrow.parquet"
            "sklearn.base", "sklearn.isotonic", "sklearn.model_selection", "gpytorch", "botorch")
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+FORKED = False  # true in a job the server forked (uqcal.pipeline.records.resource_usage says so in its record)
+CLIENT_PID: int | None = None  # there, the step's process that asked for it (uqcal.pipeline.locks.ancestry)
 
 
 def _compared_env(env: dict[str, str]) -> dict[str, str]:
@@ -283,7 +285,8 @@ class _Server:
         try:
             request, fds = _receive(peer)
         except (OSError, ValueError) as exc:
-            print(f"job server: unreadable request ({exc})", file=sys.stderr, flush=True)
+            if str(exc):  # not `stop_server`, which connects only to learn the server's pid
+                print(f"job server: unreadable request ({exc})", file=sys.stderr, flush=True)
             peer.close()
             return
         try:
@@ -309,6 +312,9 @@ class _Server:
 
     def _child(self, peer: socket.socket, request: dict, fds: list[int]) -> None:
         """The forked job: the step's streams, directory and command line, then ``uqcal.cli.main`` as its process."""
+        global FORKED, CLIENT_PID
+        FORKED = True
+        CLIENT_PID = _PEERCRED.unpack(peer.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))[0]
         status = 1
         try:
             for signum in FORWARDED_SIGNALS:
@@ -475,6 +481,8 @@ def _os_threads() -> int:
 
 def _receive(peer: socket.socket) -> tuple[dict, list[int]]:
     data, fds, _, _ = socket.recv_fds(peer, 1 << 16, 3)
+    if not data and not fds:
+        raise ValueError("")  # connected and closed: no request
     if len(fds) != 3 or len(data) < 4:
         for fd in fds:
             os.close(fd)

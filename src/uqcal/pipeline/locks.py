@@ -176,14 +176,23 @@ def ancestry() -> list[int]:
 
     A job started by Snakemake or DVC runs under a shell that they started: when the tool is killed alone,
     the shell is re-parented, and the job can tell that whoever started it is gone (``orphaned``).
+
+    A job the local job server forked (uqcal.pipeline.job_server) stands in for the step's process that asked for
+    it, and takes that process's parent and grandparent: the shell and the tool, as a job of its own would.
     """
-    found = [os.getppid()]
+    server = sys.modules.get("uqcal.pipeline.job_server")  # looked up, not imported: the server is no job's code
+    client = getattr(server, "CLIENT_PID", None)
     try:
-        with open(f"/proc/{found[0]}/stat") as fh:
-            found.append(int(fh.read().rpartition(")")[2].split()[1]))
+        found = [_parent(client) if client else os.getppid()]
+        found.append(_parent(found[0]))
     except (OSError, ValueError, IndexError):
         return []
     return found
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rpartition(")")[2].split()[1])
 
 
 def orphaned(started_under: list[int]) -> bool:

@@ -221,9 +221,15 @@ def imported_sources() -> list[str]:
 
 
 def resource_usage(started: float) -> dict[str, float]:
-    """This process's wall time since ``started`` (perf_counter), CPU seconds and peak RSS (children included)."""
+    """This process's wall time since ``started`` (perf_counter), CPU seconds and peak RSS (children included);
+    ``job_server``: true where the process was forked by the job server (its imports are not in its CPU)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = usage.ru_utime + usage.ru_stime + children.ru_utime + children.ru_stime
-    return {"wall_seconds": round(time.perf_counter() - started, 3), "cpu_seconds": round(cpu, 3),
-            "max_rss_mb": round(max(usage.ru_maxrss, children.ru_maxrss) / 1024, 1)}
+    found = {"wall_seconds": round(time.perf_counter() - started, 3), "cpu_seconds": round(cpu, 3),
+             "max_rss_mb": round(max(usage.ru_maxrss, children.ru_maxrss) / 1024, 1)}
+    # Forked by the local job server: the libraries' imports are the server's CPU, not this process's (looked up, not
+    # imported: the server is no job's code).
+    if getattr(sys.modules.get("uqcal.pipeline.job_server"), "FORKED", False):
+        found["job_server"] = True
+    return found

@@ -9,6 +9,10 @@ per seed, scaled by the ratio of the two jobs' work where the family states a se
 (``uqcal.methods.api.Family.work``): the reference records' work is that of the jobs of the configs they were
 measured from (``REFERENCE_CONFIGS``), matched by their parameters' digest.
 
+``--job-server`` costs a local run as `snakemake --cores N` runs it here (uqcal.pipeline.job_server): each train
+job's start-up is paid once, by the job server, instead of once a job. Without it, every job pays its own, as
+on a cluster.
+
 The wall time on N cores and G GPUs is a longest-first list schedule of the jobs (each on one core or one GPU),
 never below the longest job: a job's seeds run in one process, so the longest job bounds the run however many
 cores there are.
@@ -24,6 +28,7 @@ from pathlib import Path
 
 from uqcal.pipeline.plan import Job
 from uqcal.pipeline.progress.estimate import (
+    STARTUP_SECONDS,
     Cost,
     Estimate,
     PlannedJob,
@@ -207,9 +212,17 @@ def with_work(book: dict[Job, list[Cost]], work: dict[str, float]) -> dict[Job, 
 
 
 def run_cost(jobs: list[tuple[PlannedJob, bool]], book: dict[Job, list[Cost]], cores: int = 1,
-             gpus: int = 0, speedups: dict[str, float] | None = None) -> RunCost:
-    return RunCost([CostedJob(planned, estimate(planned, book), gpu) for planned, gpu in jobs], cores, gpus,
-                   speedups or {})
+             gpus: int = 0, speedups: dict[str, float] | None = None, job_server: bool = False) -> RunCost:
+    """The jobs costed by ``book``. ``job_server``: as a local run here runs them (uqcal.pipeline.job_server), a train
+    job's start-up (``STARTUP_SECONDS``) paid once, by the server (its own job, "job-server"), not once a job."""
+    costed = [CostedJob(planned, estimate(planned, book), gpu) for planned, gpu in jobs]
+    if job_server:
+        costed = [CostedJob(c.planned, Estimate(max(c.estimate.seconds - STARTUP_SECONDS, 0.0),
+                                                f"{c.estimate.source}, forked by the job server"), c.gpu)
+                  if c.planned.job.rule == "train" else c for c in costed]
+        costed.append(CostedJob(PlannedJob(Job("job-server", ())), Estimate(STARTUP_SECONDS, "its imports, once"),
+                                False))
+    return RunCost(costed, cores, gpus, speedups or {})
 
 
 # ------------------------------------------------------------------------------------------ the command
@@ -265,6 +278,6 @@ def run(args) -> int:
     book = cost_book()
     if any(planned.work is not None for planned, _ in jobs):
         book = with_work(book, reference_work())
-    cost = run_cost(jobs, book, args.cores, args.gpus, gpu_speedups())
+    cost = run_cost(jobs, book, args.cores, args.gpus, gpu_speedups(), job_server=args.job_server)
     print(json.dumps(cost.as_dict(), indent=1) if args.json else format_table(cost))
     return 0

@@ -117,6 +117,8 @@ def cost_of_record(record: dict) -> tuple[Job, Cost] | None:
         seconds = float(resources["cpu_seconds"] if "cpu_seconds" in resources else resources["wall_seconds"])
     except (KeyError, TypeError, ValueError):
         return None
+    if resources.get("job_server") and job.rule == "train":
+        seconds += STARTUP_SECONDS  # the book holds a job's cost in a process of its own (a cluster's)
     units = units_of(job.rule, record.get("job"))
     return job, Cost(seconds / units, params_digest(record.get("params")), work_of(job.rule, record.get("job")), units)
 
