@@ -25,15 +25,15 @@ from tests.conftest import BIN, REPO
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the job server is Linux-only (abstract sockets)")
 
 CLIENT = """
-import json, os, sys
+import json, os, signal, sys
 from uqcal.pipeline import job_server
-argv = json.loads(sys.argv[1])
-hold = sys.argv[2] == "hold"
+argv, then = json.loads(sys.argv[1]), sys.argv[2]
 def started(pid):
     print(f"PID {pid}", file=sys.stderr, flush=True)
-    if hold:
-        os.kill(pid, __import__("signal").SIGSTOP)
+    if then == "drop":
         os._exit(9)  # the step's process dies without a word: the server must not leave its job behind
+    if then == "term":
+        os.kill(os.getpid(), signal.SIGTERM)  # how Snakemake ends a job: to the step's process
 status = job_server.run_through_server(argv, on_started=started)
 print(f"STATUS {status}", file=sys.stderr, flush=True)
 """
@@ -47,9 +47,18 @@ def _env(src: Path, **extra) -> dict[str, str]:
     return env
 
 
-def _client(root: Path, src: Path, argv: list[str], hold: bool = False, **extra) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", CLIENT, json.dumps(argv), "hold" if hold else "wait"], cwd=root,
-                          env=_env(src, **extra), capture_output=True, text=True, timeout=300)
+def _client(root: Path, src: Path, argv: list[str], then: str = "wait", **extra) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", CLIENT, json.dumps(argv), then], cwd=root, env=_env(src, **extra),
+                          capture_output=True, text=True, timeout=300)
+
+
+def _blocked_command(root: Path) -> list[str]:
+    """A command whose process waits until someone writes to its config (a FIFO): it is certainly still running
+    when the test acts on it."""
+    fifo = root / "blocked.yaml"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    return ["validate-config", "--config", fifo.name]
 
 
 def _status(proc: subprocess.CompletedProcess) -> str:
@@ -96,13 +105,16 @@ def test_a_request_from_another_environment_is_refused(checkout):
 
 
 def test_a_dropped_step_takes_its_job_with_it(checkout):
-    held = _client(checkout, REPO / "src", ["validate-config", "--config", "config/smoke.yaml"], hold=True)
-    assert held.returncode == 9
-    pid = int(held.stderr.split("PID ")[1].split()[0])
+    dropped = _client(checkout, REPO / "src", _blocked_command(checkout), then="drop")
+    assert dropped.returncode == 9
+    pid = int(dropped.stderr.split("PID ")[1].split()[0])
     deadline = time.monotonic() + 10
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not Path(f"/proc/{pid}").exists(), "the job outlived the step that asked for it"
+    alive = Path(f"/proc/{pid}").exists()
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, "the job outlived the step that asked for it"
 
 
 def test_a_changed_source_file_retires_the_server(tmp_path):
@@ -153,12 +165,7 @@ def test_which_command_lines_go_through_the_server(argv, env, served):
 
 def test_signals_reach_the_job(checkout):
     """SIGTERM to the step's process (how Snakemake ends a job) ends the forked job: status 128 + 15."""
-    script = CLIENT.replace('if hold:', 'if hold:\n        os.kill(pid, __import__("signal").SIGSTOP)\n'
-                            '        os.kill(os.getpid(), __import__("signal").SIGTERM)\n'
-                            '        os.kill(pid, __import__("signal").SIGCONT)\n        return\n    if False:')
-    proc = subprocess.run([sys.executable, "-c", script, json.dumps(["validate-config", "--config",
-                                                                     "config/smoke.yaml"]), "hold"],
-                          cwd=checkout, env=_env(REPO / "src"), capture_output=True, text=True, timeout=300)
+    proc = _client(checkout, REPO / "src", _blocked_command(checkout), then="term")
     assert _status(proc) == f"STATUS {128 + signal.SIGTERM}", proc.stderr
 
 

@@ -300,9 +300,13 @@ class _Server:
                 return
             sys.stdout.flush()
             sys.stderr.flush()
+            # A signal the step forwards as soon as it has the pid must not meet the server's handlers in the child:
+            # held until the child has put back the defaults.
+            signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
             pid = os.fork()
             if pid == 0:
                 self._child(peer, request, fds)  # never returns
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
         finally:
             for fd in fds:
                 os.close(fd)
@@ -321,6 +325,7 @@ class _Server:
                 signal.signal(signum, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
             self.listener.close()
             peer.close()
             for connection in self.jobs.values():
