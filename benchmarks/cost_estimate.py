@@ -5,7 +5,7 @@ own .uqcal/records left out unless --with-records); the measure is the finished 
 and CPU seconds of each job, as benchmarks/run_cost.py sums them). Jobs of the config the checkout has no record
 of (a run still going) are left out of both sides and counted.
     python benchmarks/cost_estimate.py --config config/config.yaml /path/to/checkout [--with-records]
-A run that went through the local job server (uqcal.pipeline.job_server: `.uqcal/job-server/` holds its account)
+A run that went through the local job server (uqcal.cli.job_server: `.uqcal/job-server/` holds its account)
 is compared with `uqcal cost --job-server`'s estimate, and its server's CPU counts as the job "job-server".
 Run it from this checkout's root (the config and the reference table are read from here).
 """

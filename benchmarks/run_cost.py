@@ -3,7 +3,7 @@
 Every pipeline step writes a record with its process's CPU seconds, wall seconds and peak memory
 (`uqcal.pipeline.records.resource_usage`). This sums them per rule and train family, lists the costliest
 jobs, and gives the lower bound on the wall time they allow on `--cores` cores (all cores always busy).
-A local run's job server (uqcal.pipeline.job_server: the libraries loaded once, each step forked from them)
+A local run's job server (uqcal.cli.job_server: the libraries loaded once, each step forked from them)
 accounts for its own CPU in `.uqcal/job-server/`: the part "job server", counted in the run's total.
 With a second checkout, it prints both side by side (e.g. the same config on two days, or before and after
 a change): how docs/ARCHITECTURE.md's "Default-run budget" tables are made.

@@ -54,7 +54,7 @@ def tool_env(src: Path | None = None) -> dict:
     env["PYTHONPATH"] = f"{src or REPO / 'src'}{os.pathsep}{env.get('PYTHONPATH', '')}"
     env.setdefault("OMP_NUM_THREADS", "1")
     # One process per job, as on a cluster: what the crash and lock tests hold, stop and look for by command line.
-    # The smoke run goes through the local job server (uqcal.pipeline.job_server), as a user's local run does.
+    # The smoke run goes through the local job server (uqcal.cli.job_server), as a user's local run does.
     env.setdefault("UQCAL_JOB_SERVER", "0")
     return env
 

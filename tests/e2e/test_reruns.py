@@ -287,7 +287,7 @@ def test_every_source_file_a_job_imported_is_in_its_code(smoke_run):
 
     registries = {f"src/uqcal/methods/{name}/__init__.py" for name in builtin_families()}
     # The job server (the smoke run is served) hosts a job's process and computes nothing the job writes.
-    host = {"src/uqcal/pipeline/job_server.py"}
+    host = {"src/uqcal/cli/job_server.py"}
     records = list((smoke_run / ".uqcal/records").rglob("*.json"))
     assert len(records) == len(stage_jobs(smoke_run))
     for path in records:
@@ -296,6 +296,9 @@ def test_every_source_file_a_job_imported_is_in_its_code(smoke_run):
         exempt = registries if record["rule"] in ("split", "train") else set()
         missing = set(record["imported"]) - set(record["code"]) - exempt - host
         assert not missing, f"{path.relative_to(smoke_run)}: imported but not a dependency: {sorted(missing)}"
+        if record["rule"] == "train":  # served (uqcal.cli.job_server), and its record says so
+            assert record["resources"].get("job_server") is True, path
+            assert host <= set(record["imported"]), path
 
 
 # ------------------------------------------------------------------------------------------ crashes

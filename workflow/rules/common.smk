@@ -70,7 +70,7 @@ RUNS = _LAYOUT.runs("{family}").as_posix()
 
 def start_job_server():
     """Local execution: the jobs' `uqcal` steps fork from one process that has loaded their libraries
-    (uqcal.pipeline.job_server), instead of each importing them anew. Off with UQCAL_JOB_SERVER=0; never for a
+    (uqcal.cli.job_server), instead of each importing them anew. Off with UQCAL_JOB_SERVER=0; never for a
     cluster executor, whose jobs run in allocations of their own."""
     if workflow.local_exec:
         os.environ.setdefault("UQCAL_JOB_SERVER", "1")
@@ -79,7 +79,7 @@ def start_job_server():
 def stop_job_server():
     """The end of a run: its server writes its account (.uqcal/job-server/) and exits."""
     if os.environ.get("UQCAL_JOB_SERVER") == "1":
-        from uqcal.pipeline.job_server import stop_server
+        from uqcal.cli.job_server import stop_server
 
         stop_server()
 

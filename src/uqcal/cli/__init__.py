@@ -31,7 +31,7 @@ COMMANDS = {
     "runs": "commands:runs",
     "cost": "progress.cost:run",
 }
-_JOB_SERVER = "job_server"  # uqcal.pipeline.job_server, named so (see COMMANDS)
+_JOB_SERVER = "job_server"  # uqcal.cli.job_server, named so (see COMMANDS)
 STEPS = ("materialise", "split", "train", "evaluate", "aggregate", "report")  # the pipeline's jobs
 
 
@@ -274,9 +274,9 @@ def _is_user_error(exc: BaseException, args) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None and os.environ.get("UQCAL_JOB_SERVER") == "1":
-        # A local run's step, forked from a process that has loaded its libraries (uqcal.pipeline.job_server); by
+        # A local run's step, forked from a process that has loaded its libraries (uqcal.cli.job_server); by
         # name, so that the server is no job's code dependency. None: this process runs the step itself.
-        server = importlib.import_module(f"uqcal.pipeline.{_JOB_SERVER}")
+        server = importlib.import_module(f"uqcal.cli.{_JOB_SERVER}")
         if server.serves(sys.argv[1:]) and (status := server.run_through_server(sys.argv[1:])) is not None:
             return status
     started = time.perf_counter()

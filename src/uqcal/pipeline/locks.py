@@ -177,10 +177,10 @@ def ancestry() -> list[int]:
     A job started by Snakemake or DVC runs under a shell that they started: when the tool is killed alone,
     the shell is re-parented, and the job can tell that whoever started it is gone (``orphaned``).
 
-    A job the local job server forked (uqcal.pipeline.job_server) stands in for the step's process that asked for
+    A job the local job server forked (uqcal.cli.job_server) stands in for the step's process that asked for
     it, and takes that process's parent and grandparent: the shell and the tool, as a job of its own would.
     """
-    server = sys.modules.get("uqcal.pipeline.job_server")  # looked up, not imported: the server is no job's code
+    server = sys.modules.get("uqcal.cli.job_server")  # looked up, not imported: the server is no job's code
     client = getattr(server, "CLIENT_PID", None)
     try:
         found = [_parent(client) if client else os.getppid()]

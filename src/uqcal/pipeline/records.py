@@ -230,6 +230,6 @@ def resource_usage(started: float) -> dict[str, float]:
              "max_rss_mb": round(max(usage.ru_maxrss, children.ru_maxrss) / 1024, 1)}
     # Forked by the local job server: the libraries' imports are the server's CPU, not this process's (looked up, not
     # imported: the server is no job's code).
-    if getattr(sys.modules.get("uqcal.pipeline.job_server"), "FORKED", False):
+    if getattr(sys.modules.get("uqcal.cli.job_server"), "FORKED", False):
         found["job_server"] = True
     return found

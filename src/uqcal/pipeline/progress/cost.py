@@ -9,7 +9,7 @@ per seed, scaled by the ratio of the two jobs' work where the family states a se
 (``uqcal.methods.api.Family.work``): the reference records' work is that of the jobs of the configs they were
 measured from (``REFERENCE_CONFIGS``), matched by their parameters' digest.
 
-``--job-server`` costs a local run as `snakemake --cores N` runs it here (uqcal.pipeline.job_server): each train
+``--job-server`` costs a local run as `snakemake --cores N` runs it here (uqcal.cli.job_server): each train
 job's start-up is paid once, by the job server, instead of once a job. Without it, every job pays its own, as
 on a cluster.
 
@@ -213,7 +213,7 @@ def with_work(book: dict[Job, list[Cost]], work: dict[str, float]) -> dict[Job, 
 
 def run_cost(jobs: list[tuple[PlannedJob, bool]], book: dict[Job, list[Cost]], cores: int = 1,
              gpus: int = 0, speedups: dict[str, float] | None = None, job_server: bool = False) -> RunCost:
-    """The jobs costed by ``book``. ``job_server``: as a local run here runs them (uqcal.pipeline.job_server), a train
+    """The jobs costed by ``book``. ``job_server``: as a local run here runs them (uqcal.cli.job_server), a train
     job's start-up (``STARTUP_SECONDS``) paid once, by the server (its own job, "job-server"), not once a job."""
     costed = [CostedJob(planned, estimate(planned, book), gpu) for planned, gpu in jobs]
     if job_server:

@@ -1,4 +1,4 @@
-"""The local job server (uqcal.pipeline.job_server): a command forked from it prints, exits and is stopped as in a
+"""The local job server (uqcal.cli.job_server): a command forked from it prints, exits and is stopped as in a
 process of its own, and a request it cannot serve exactly is refused (the step then runs itself).
 
 Each test talks to a real server in a temporary checkout, through a client in a process of its own (the client
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the job server 
 
 CLIENT = """
 import json, os, signal, sys
-from uqcal.pipeline import job_server
+from uqcal.cli import job_server
 argv, then = json.loads(sys.argv[1]), sys.argv[2]
 def started(pid):
     print(f"PID {pid}", file=sys.stderr, flush=True)
@@ -66,7 +66,7 @@ def _status(proc: subprocess.CompletedProcess) -> str:
 
 
 def _stop(root: Path, src: Path) -> None:
-    subprocess.run([sys.executable, "-c", "from uqcal.pipeline.job_server import stop_server; stop_server(20)"],
+    subprocess.run([sys.executable, "-c", "from uqcal.cli.job_server import stop_server; stop_server(20)"],
                    cwd=root, env=_env(src), check=True, timeout=60)
 
 
@@ -158,7 +158,7 @@ def test_stopping_writes_the_servers_account(tmp_path):
     (["train", "--spec", "s.json"], {"UQCAL_JOB_SERVER": "1", "SLURM_JOB_ID": "42"}, False),  # a batch job
 ])
 def test_which_command_lines_go_through_the_server(argv, env, served):
-    from uqcal.pipeline.job_server import serves
+    from uqcal.cli.job_server import serves
 
     assert serves(argv, env) is (served and sys.platform == "linux")
 
@@ -172,7 +172,8 @@ def test_signals_reach_the_job(checkout):
 def test_a_forked_job_takes_the_parents_of_the_step_that_asked_for_it(monkeypatch):
     """uqcal.pipeline.locks.ancestry in a forked job: the step's process's parent and grandparent (the shell and
     Snakemake), as in the step's own process; none once that process is gone (the job is then an orphan)."""
-    from uqcal.pipeline import job_server, locks
+    from uqcal.cli import job_server
+    from uqcal.pipeline import locks
 
     step = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

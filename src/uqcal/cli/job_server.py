@@ -105,7 +105,7 @@ def _start_server(argv: list[str]) -> None:
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     log = open(STATE_DIR / f"{socket.gethostname()}.log", "ab")  # noqa: SIM115 - handed to the server
     with log:
-        subprocess.Popen([sys.executable, "-m", "uqcal.pipeline.job_server", *argv], stdin=subprocess.DEVNULL,
+        subprocess.Popen([sys.executable, "-m", "uqcal.cli.job_server", *argv], stdin=subprocess.DEVNULL,
                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
 
 
@@ -509,7 +509,7 @@ def _send(peer: socket.socket, message: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m uqcal.pipeline.job_server <the step's command line>``: serve this checkout's steps until idle."""
+    """``python -m uqcal.cli.job_server <the step's command line>``: serve this checkout's steps until idle."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         server = _Server(argv)
@@ -528,4 +528,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Serve from the module under its own name, not as __main__: a forked job's flags (FORKED, CLIENT_PID) must be
+    # where uqcal.pipeline.records and uqcal.pipeline.locks look for them (sys.modules["uqcal.cli.job_server"]).
+    from uqcal.cli.job_server import main as serve
+
+    sys.exit(serve())
