@@ -177,6 +177,7 @@ def test_a_forked_job_takes_the_parents_of_the_step_that_asked_for_it(monkeypatc
 
     step = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
+        monkeypatch.setattr(job_server, "FORKED", True)
         monkeypatch.setattr(job_server, "CLIENT_PID", step.pid)
         assert locks.ancestry() == [os.getpid(), os.getppid()]
         started_under = locks.ancestry()

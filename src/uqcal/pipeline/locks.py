@@ -21,7 +21,15 @@ from pathlib import Path
 
 from uqcal.pipeline.identity import build_spec
 from uqcal.pipeline.plan import Job, outputs
-from uqcal.pipeline.records import JobError, check_upstream, input_digests, load_spec, refresh_specs, write_record
+from uqcal.pipeline.records import (
+    JobError,
+    check_upstream,
+    input_digests,
+    job_server,
+    load_spec,
+    refresh_specs,
+    write_record,
+)
 
 LOG = logging.getLogger("uqcal")
 
@@ -180,8 +188,8 @@ def ancestry() -> list[int]:
     A job the local job server forked (uqcal.cli.job_server) stands in for the step's process that asked for
     it, and takes that process's parent and grandparent: the shell and the tool, as a job of its own would.
     """
-    server = sys.modules.get("uqcal.cli.job_server")  # looked up, not imported: the server is no job's code
-    client = getattr(server, "CLIENT_PID", None)
+    server = job_server()
+    client = server.CLIENT_PID if server is not None else None
     try:
         found = [_parent(client) if client else os.getppid()]
         found.append(_parent(found[0]))

@@ -220,6 +220,18 @@ def imported_sources() -> list[str]:
     return sorted(found)
 
 
+# The local job server's module (uqcal.cli.job_server), written in two parts: uqcal.pipeline.identity reads a whole
+# module name in the source as an import, and the server hosts a job's process without being the job's code (a
+# change to it reruns nothing). Looked up in sys.modules, never imported.
+JOB_SERVER_MODULE = "uqcal.cli" + ".job_server"
+
+
+def job_server():
+    """The job server's module where this process is a job it forked (its ``FORKED``, ``CLIENT_PID``), else None."""
+    module = sys.modules.get(JOB_SERVER_MODULE)
+    return module if getattr(module, "FORKED", False) else None
+
+
 def resource_usage(started: float) -> dict[str, float]:
     """This process's wall time since ``started`` (perf_counter), CPU seconds and peak RSS (children included);
     ``job_server``: true where the process was forked by the job server (its imports are not in its CPU)."""
@@ -228,8 +240,6 @@ def resource_usage(started: float) -> dict[str, float]:
     cpu = usage.ru_utime + usage.ru_stime + children.ru_utime + children.ru_stime
     found = {"wall_seconds": round(time.perf_counter() - started, 3), "cpu_seconds": round(cpu, 3),
              "max_rss_mb": round(max(usage.ru_maxrss, children.ru_maxrss) / 1024, 1)}
-    # Forked by the local job server: the libraries' imports are the server's CPU, not this process's (looked up, not
-    # imported: the server is no job's code).
-    if getattr(sys.modules.get("uqcal.cli.job_server"), "FORKED", False):
+    if job_server() is not None:  # the libraries' imports are the server's CPU, not this process's
         found["job_server"] = True
     return found
