@@ -30,6 +30,7 @@ hosts a step's process and computes nothing a step writes.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import gc
 import hashlib
@@ -86,8 +87,10 @@ def serves(argv: list[str], env: dict[str, str] | None = None) -> bool:
 
 
 # ------------------------------------------------------------------------------------------ client
-def _peer_uid(sock: socket.socket) -> int:
-    return _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))[1]
+def _peer(sock: socket.socket) -> tuple[int, int]:
+    """The process id and user id of the other end of ``sock`` (SO_PEERCRED)."""
+    pid, uid, _ = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    return pid, uid
 
 
 def _connect(name: str) -> socket.socket | None:
@@ -141,7 +144,7 @@ def run_through_server(argv: list[str], on_started=None) -> int | None:
             print("uqcal: no job server to reach; running in this process", file=sys.stderr)
             return None
     with sock:
-        if _peer_uid(sock) != os.getuid():
+        if _peer(sock)[1] != os.getuid():
             print("uqcal: the job server's socket belongs to another user; running in this process", file=sys.stderr)
             return None
         request = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "umask": _umask()}).encode()
@@ -182,7 +185,7 @@ def stop_server(wait_seconds: float = 5.0) -> bool:
     if sock is None:
         return False
     with sock:
-        pid, uid, _ = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+        pid, uid = _peer(sock)
     if uid != os.getuid():
         return False
     _forward(pid, signal.SIGTERM)
@@ -251,7 +254,7 @@ class _Server:
         """Why ``request`` cannot run here exactly as in a process of its own (None: it can)."""
         if self.retired:
             return self.retired
-        if _peer_uid(peer) != os.getuid():
+        if _peer(peer)[1] != os.getuid():
             return "another user"
         if request.get("cwd") != self.cwd:
             return f"another directory ({request.get('cwd')})"
@@ -295,7 +298,8 @@ class _Server:
                 self.refused += 1
                 print(f"job server: refused {' '.join(request.get('argv', []))}: {reason}", file=sys.stderr,
                       flush=True)
-                _send(peer, {"refused": reason})
+                with contextlib.suppress(OSError):  # the step is gone already: nothing to tell it
+                    _send(peer, {"refused": reason})
                 peer.close()
                 return
             sys.stdout.flush()
@@ -312,13 +316,16 @@ class _Server:
                 os.close(fd)
         self.served += 1
         self.jobs[pid] = peer
-        _send(peer, {"pid": pid})
+        try:
+            _send(peer, {"pid": pid})
+        except OSError:  # the step died before it learnt its job's pid: as a dropped connection (not the server's end)
+            self.dropped(peer)
 
     def _child(self, peer: socket.socket, request: dict, fds: list[int]) -> None:
         """The forked job: the step's streams, directory and command line, then ``uqcal.cli.main`` as its process."""
         global FORKED, CLIENT_PID
         FORKED = True
-        CLIENT_PID = _PEERCRED.unpack(peer.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))[0]
+        CLIENT_PID = _peer(peer)[0]
         status = 1
         try:
             for signum in FORWARDED_SIGNALS:
@@ -369,10 +376,8 @@ class _Server:
             peer = self.jobs.pop(pid, None)
             self.last_active = time.monotonic()
             if peer is not None:
-                try:
+                with contextlib.suppress(OSError):  # the step is gone: its job was killed with it
                     _send(peer, {"exit": os.waitstatus_to_exitcode(wait_status)})
-                except OSError:
-                    pass
                 peer.close()
 
     def dropped(self, peer: socket.socket) -> None:
