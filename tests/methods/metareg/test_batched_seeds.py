@@ -61,7 +61,7 @@ def test_batched_seeds_equal_their_own_runs(method, exam_splits, tmp_path):
     for one in alone:
         evaluate_one(one.ctx, one.method, train_one(one.ctx, one.method))
     batch = train_seeds(job, tmp_path / "batch", exam_splits, SEEDS)
-    batch[0].method.train_batch([one.ctx for one in batch])
+    assert batch[0].method.train_batch([one.ctx for one in batch]) is True
     for one in batch:
         evaluate_one(one.ctx, one.method)
 

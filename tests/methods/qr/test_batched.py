@@ -2,7 +2,7 @@
 
 On a real dataset (scikit-learn's diabetes, 442 rows), five folds as the qr cv5 splits: seeds whose training
 sets differ in size (353 and 354 rows), several minibatches an epoch with a smaller last one, dropout, the
-NeuralSort and hard-sort regularisers, a held-out calibration part, and the per-seed fallback (real FGSM).
+NeuralSort and hard-sort regularisers, a held-out calibration part; and what train_batch declines.
 """
 
 from __future__ import annotations
@@ -74,13 +74,12 @@ def _close(name, a, b):
     ("dvi_qr", {"mc_samples": 4}),
     ("dvi_qr_hardsort", {"mc_samples": 4}),         # torch.sort entropy
     ("de_qr_cal", {"n_members": 2}),                # a held-out calibration part (stream 1)
-    ("de_qr_paper", {"n_members": 2}),              # real FGSM: trained seed by seed inside train_batch
 ])
 def test_train_batch_saves_what_each_seed_saves_alone(tmp_path, method, overrides):
     alone = _contexts(tmp_path, method, "alone", overrides)
     together = _contexts(tmp_path, method, "batch", overrides)
     _per_seed(alone)
-    get_entry("qr", method).load_class()(together[0].params).train_batch(together)
+    assert get_entry("qr", method).load_class()(together[0].params).train_batch(together) is True
     for one, other in zip(alone, together, strict=True):
         (pred_a, model_a, stats_a, metrics_a), (pred_b, model_b, stats_b, metrics_b) = _saved(one), _saved(other)
         assert list(pred_a.columns) == list(pred_b.columns) and set(stats_a) == set(stats_b)
@@ -103,6 +102,20 @@ def test_train_batch_saves_what_each_seed_saves_alone(tmp_path, method, override
             _close(f"seed {one.seed} metric {key}", value, metrics_b[key])
     # The seeds differ (their own streams and folds): equal runs would pass the comparison trivially.
     assert not np.allclose(_saved(together[0])[0]["std"].to_numpy()[:80], _saved(together[1])[0]["std"].to_numpy()[:80])
+
+
+@pytest.mark.parametrize(("method", "overrides"), [
+    ("de_qr_paper", {"n_members": 2}),              # real FGSM (its perturbation's gradient per model)
+    ("dvi", {"mc_samples": 4, "n_members": 2}),     # dropout with several members: one interleaved stream
+])
+def test_train_batch_declines_what_it_cannot_stack(tmp_path, method, overrides):
+    """Declined seeds are left to the pipeline's per-seed path: train_batch saves nothing and says False."""
+    together = _contexts(tmp_path, method, "batch", overrides)
+    assert get_entry("qr", method).load_class()(together[0].params).train_batch(together) is False
+    assert not any(ctx.run_dir.exists() and any(ctx.run_dir.iterdir()) for ctx in together)
+    mixed = _contexts(tmp_path, "de", "mixed", {"n_members": 2})
+    mixed[1].params = {**mixed[1].params, "lr": 2 * float(mixed[1].params["lr"])}
+    assert get_entry("qr", "de").load_class()(mixed[0].params).train_batch(mixed) is False
 
 
 def test_stacked_step_is_each_models_own_step():

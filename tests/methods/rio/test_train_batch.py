@@ -267,7 +267,7 @@ def test_train_batch_saves_what_train_saves_per_seed(tmp_path, method, params):
     batch = [_diabetes_ctx(tmp_path / "batch", method, s, tmp_path / "nn", params) for s in SEEDS]
     trainer = METHODS[method].load_class()(batch[0].params)
     with gpytorch.settings.debug(False):
-        trainer.train_batch(batch)
+        assert trainer.train_batch(batch) is True
     for a, b, metrics_a in zip(alone, batch, metrics_alone, strict=True):
         pred_a = pd.read_parquet(a.run_dir / "predictions.parquet")
         pred_b = pd.read_parquet(b.run_dir / "predictions.parquet")

@@ -212,7 +212,8 @@ def _subset(stacked: dict, buffers: dict, slots: list[int], n_active: int) -> tu
 class SeedBatchedTraining:
     """Mixin for an ``EpisodicMetaMethod`` whose ``episode_losses`` vmap over seeds (no data-dependent Python
     control flow on tensors, no random draws in training): ``train_batch(ctxs)`` meta-trains a job's seeds as
-    one batched model (``meta_train_batch``) and saves each seed's outputs as ``train(ctx)`` does."""
+    one batched model (``meta_train_batch``) and saves each seed's outputs as ``train(ctx)`` does, or returns
+    False where they do not batch."""
 
     seed_losses = None  # a method's own ``seed_losses(template)`` for meta_train_batch; None: vmapped
     global_stream = False  # True: training draws from torch's global generator (dropout); each seed gets its copy
@@ -233,7 +234,10 @@ class SeedBatchedTraining:
         (uqcal.pipeline.steps.train), each kept for a resumed run as soon as it is done."""
         return self._train_batch if self.seed_batchable() else None
 
-    def _train_batch(self, ctxs: list[RunContext]) -> None:
+    def _train_batch(self, ctxs: list[RunContext]) -> bool:
+        """True: every seed meta-trained as one model and saved; False (nothing saved): seeds whose parameters,
+        episode shapes or schedules differ, or a device ``batches_on`` refuses, which the pipeline trains one by
+        one."""
         torch.set_num_threads(int(ctxs[0].config.get("torch_threads", 1) or 1))
         runs = []
         for ctx in ctxs:  # each seed's draws before training, in fit's order: data, generator, initial weights
@@ -245,8 +249,7 @@ class SeedBatchedTraining:
             stream = torch.Generator(device="cpu").set_state(torch.get_rng_state()) if self.global_stream else None
             runs.append((ctx, arrays, data, generator, model, stream))
         if not _batchable(ctxs, [r[2] for r in runs]) or not self.batches_on(runs[0][2].device):
-            self._train_each(ctxs)
-            return
+            return False  # the pipeline trains them one by one
         stats = meta_train_batch([r[4] for r in runs], self.loss, [r[2] for r in runs], self.params,
                                  [r[3] for r in runs], ctxs[0].log, [f"{ctx.method} seed {ctx.seed}" for ctx in ctxs],
                                  self.seed_losses, ctxs[0].runtime.progress,
@@ -257,11 +260,7 @@ class SeedBatchedTraining:
                 torch.set_rng_state(stream.get_state())
             self.data_, self.model_, self.fit_stats_, self.fitted_ = data, model, seed_stats, True
             self._save_run(ctx, arrays)
-
-    def _train_each(self, ctxs: list[RunContext]) -> None:
-        for ctx in ctxs:  # the per-seed path, as the pipeline's train_one runs it
-            ctx.seed_everything()
-            self.train(ctx)
+        return True
 
 
 def _batchable(ctxs: list[RunContext], datas: list[EpisodeData]) -> bool:

@@ -385,7 +385,7 @@ class GaussianNetMethod(ProbabilisticRegressor):
         stats.update(n_test=int(test_rows.size), train_ce=_ce_percent(self.train_pit_))
         ctx.save_outputs(predictions, model, stats)
 
-    def train_batch(self, ctxs: list[RunContext]) -> None:
+    def train_batch(self, ctxs: list[RunContext]) -> bool:
         """The pipeline's ``train`` of several seeds (issue 53): every seed's members trained side by side as one
         stacked model (``uqcal.methods.qr.batched``), each seed then predicted and saved as ``train`` does.
 
@@ -402,10 +402,20 @@ class GaussianNetMethod(ProbabilisticRegressor):
         differences of 10 % and more in a seed's metrics after 64 epochs (the NeuralSort at tau = 1e-3 most), so
         any tolerance looser than rounding would hide a different computation. tests/methods/qr/test_batched.py
         checks it against ``train`` per seed; the default jobs on CPU matched their per-seed runs to the bit.
-        Trained seed by seed (``train`` each): off the CPU (a GPU's batched GEMMs round differently from its
-        per-model ones, and its dropout draws from another generator), the real-FGSM variants (``adversarial:
-        fgsm``), dropout with several members (their initial weights and masks interleave in one stream), and
-        seeds whose parameters differ.
+        Declined (returns False, saves nothing: the pipeline trains the seeds one by one with ``train``): off the
+        CPU (a GPU's batched GEMMs round differently from its per-model ones, and its dropout draws from another
+        generator), the real-FGSM variants (``adversarial: fgsm``), dropout with several members (their initial
+        weights and masks interleave in one stream), and seeds whose parameters differ.
+
+        Parameters
+        ----------
+        ctxs : list of RunContext
+            The pending seeds of one train job, in seed order; each gets what ``train(ctx)`` saves.
+
+        Returns
+        -------
+        bool
+            True: every seed trained and saved; False: declined, nothing saved.
         """
         p = self.params
         same_params = all(dict(ctx.params) == dict(ctxs[0].params) for ctx in ctxs)
@@ -413,10 +423,7 @@ class GaussianNetMethod(ProbabilisticRegressor):
         stackable = (on_cpu and same_params and p["adversarial"] != "fgsm"
                      and (float(p["dropout"]) == 0 or int(p["n_members"]) == 1))
         if not stackable:
-            for ctx in ctxs:  # as the pipeline's per-seed path
-                ctx.seed_everything()
-                type(self)(ctx.params).train(ctx)
-            return
+            return False
         from uqcal.methods.qr.batched import train_stacked
 
         torch.set_num_threads(int(ctxs[0].config.get("torch_threads", 1) or 1))
@@ -461,6 +468,7 @@ class GaussianNetMethod(ProbabilisticRegressor):
         for run in runs:
             torch.set_rng_state(run.global_stream.get_state())  # the prediction passes go on from training's draws
             run.method._save_run(run.ctx, run.X_all, run.y_all, run.train_rows, run.test_rows)
+        return True
 
     def evaluate(self, ctx: RunContext, predictions=None) -> dict[str, float]:
         from uqcal.methods.qr.metrics import qr_metrics

@@ -548,7 +548,7 @@ class RioNetwork(ProbabilisticRegressor):
         self.fit(data.x_train, data.y_train)
         self._save_run(ctx, data)
 
-    def train_batch(self, ctxs: list[RunContext]) -> None:
+    def train_batch(self, ctxs: list[RunContext]) -> bool:
         """The pipeline's ``train`` of several seeds (issue 53): the seeds' networks trained side by side as one
         stacked model (``train_network_batch``), each seed then predicted and saved as ``train`` saves it (the
         same ``model.pt`` the GP methods load with ``from_run``).
@@ -565,8 +565,8 @@ class RioNetwork(ProbabilisticRegressor):
         every validation MSE run seed by seed; RMSprop is elementwise). Nothing looser would do: a last-bit
         difference can move a seed's stopping epoch and with it the whole network, and every GP method of the
         seed reads that network. tests/methods/rio/test_network_batch.py checks it against ``train`` per seed.
-        Trained seed by seed (``train`` each): off the CPU (a GPU's batched GEMMs round differently), and
-        seeds whose parameters or training sizes differ.
+        Declined (returns False, saves nothing: the pipeline trains the seeds one by one with ``train``): off the
+        CPU (a GPU's batched GEMMs round differently), and seeds whose parameters or training sizes differ.
 
         Parameters
         ----------
@@ -575,8 +575,8 @@ class RioNetwork(ProbabilisticRegressor):
 
         Returns
         -------
-        None
-            Each seed's model, predictions and train stats are saved through its ``ctx``.
+        bool
+            True: each seed's model, predictions and train stats saved through its ``ctx``; False: declined.
         """
         runs = []
         for ctx in ctxs:
@@ -587,13 +587,11 @@ class RioNetwork(ProbabilisticRegressor):
             runs.append((ctx, estimator, data, estimator._network_arguments(X, y)))
         same_params = all(dict(ctx.params) == dict(ctxs[0].params) for ctx in ctxs)
         if not (same_params and stackable([arguments for *_, arguments in runs])):
-            for ctx in ctxs:  # as the pipeline's per-seed path
-                ctx.seed_everything()
-                copy.deepcopy(self).train(ctx)
-            return
+            return False
         trained = train_network_batch([arguments for *_, arguments in runs])
         for (ctx, estimator, data, _), (net, info) in zip(runs, trained, strict=True):
             estimator._fitted(net, info)._save_run(ctx, data)
+        return True
 
     def _load_run(self, ctx: RunContext) -> HoldoutData:
         """Take the run's threads, streams and parameters; returns its holdout data."""

@@ -176,11 +176,11 @@ class ResidualIOGP(ProbabilisticRegressor):
         self.fit(data.x_train, data.y_train)
         self._save_run(ctx, data)
 
-    def train_batch(self, ctxs: list[RunContext]) -> None:
+    def train_batch(self, ctxs: list[RunContext]) -> bool:
         """Train the seeds of one job (issue 53): each seed's GP fit as ``train(ctx)`` runs it (its own L-BFGS-B,
         or its own Adam steps on its own minibatches), their objective evaluations computed together by one
-        batched SVGP (``svgp.fit_svgp_batch``); seeds of unequal training sizes or settings are trained one by
-        one as ``train``.
+        batched SVGP (``svgp.fit_svgp_batch``). Seeds of unequal training sizes or settings are declined
+        (returns False, saves nothing): the pipeline trains them one by one with ``train``.
 
         Tolerance, each seed against ``train(ctx)`` of the same seed (benchmarks/rio_batch_tolerance.py, the
         default config's concrete jobs against a run of main; docs/rio.md, "Seeds batched"): every batched
@@ -217,8 +217,8 @@ class ResidualIOGP(ProbabilisticRegressor):
 
         Returns
         -------
-        None
-            Each seed's model, predictions and train stats are saved through its ``ctx``.
+        bool
+            True: each seed's model, predictions and train stats saved through its ``ctx``; False: declined.
         """
         seeds = []
         for ctx in ctxs:
@@ -230,14 +230,12 @@ class ResidualIOGP(ProbabilisticRegressor):
             seeds.append((ctx, estimator, data, residual_gp_arguments(**problem)))
         fits = [svgp_kwargs for *_, (svgp_kwargs, _, _) in seeds]
         if not batchable(fits):
-            for ctx in ctxs:
-                ctx.seed_everything()
-                copy.deepcopy(self).train(ctx)
-            return
+            return False
         for (ctx, estimator, data, (_, offset, scale)), result in zip(seeds, fit_svgp_batch(fits), strict=True):
             result.yhat_offset, result.yhat_scale = offset, scale
             estimator.result_ = result
             estimator._fitted()._save_run(ctx, data)
+        return True
 
     def _load_run(self, ctx: RunContext):
         """Take the run's parameters, streams and `nn` network; returns its holdout data."""

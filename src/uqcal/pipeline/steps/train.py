@@ -100,14 +100,15 @@ def _train_seeds(args, seeds: list[TrainSeed]) -> None:
         ctx.resume_dir = store.path
         pending.append((one, store))
     batched = len(pending) > 1 and callable(getattr(pending[0][0].method, "train_batch", None))
-    if batched:
-        # A method that trains its seeds as one batched model (issue 53): one pass for every pending seed; each
-        # seed's outputs equal its own run's within the tolerance the method states (see its train_batch).
-        for (one, store), predictions in zip(pending, train_batch(pending), strict=True):
+    # A method that trains its seeds as one batched model (issue 53): one pass for every pending seed; each
+    # seed's outputs equal its own run's within the tolerance the method states (see its train_batch).
+    trained = train_batch(pending) if batched else None
+    if trained is not None:
+        for (one, store), predictions in zip(pending, trained, strict=True):
             if not args.no_evaluate:
                 evaluate_one(one.ctx, one.method, predictions)
                 store.keep(one.ctx.run_dir)
-    else:
+    else:  # seed by seed, each kept for a resumed run as soon as it is done
         for one, store in pending:
             predictions = train_one(one.ctx, one.method)
             if not args.no_evaluate:
@@ -123,9 +124,11 @@ def _train_seeds(args, seeds: list[TrainSeed]) -> None:
         store.clear()
 
 
-def train_batch(pending) -> list:
+def train_batch(pending) -> list | None:
     """Train the pending seeds of one job in one call of their method's ``train_batch(ctxs)``; returns the
-    predictions frame each seed saved, in order."""
+    predictions frame each seed saved, in order, or None where the method declined these seeds (it returned
+    False, having saved nothing: their parameters, sizes or device do not batch) and they are to train one by
+    one."""
     import gpytorch
 
     ctxs = [one.ctx for one, _ in pending]
@@ -134,7 +137,9 @@ def train_batch(pending) -> list:
                    first.setting, [c.seed for c in ctxs], first.device)
     start = time.perf_counter()
     with gpytorch.settings.debug(False):  # as in train_one
-        pending[0][0].method.train_batch(ctxs)
+        if pending[0][0].method.train_batch(ctxs) is False:
+            first.log.info("these seeds do not train as one batch: seed by seed")
+            return None
     first.log.info("trained %d seeds in %.1f s", len(ctxs), time.perf_counter() - start)
     return [_check_outputs(ctx) for ctx in ctxs]
 
