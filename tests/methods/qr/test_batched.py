@@ -17,7 +17,7 @@ import pytest
 import torch
 from sklearn.datasets import load_diabetes
 
-from tests.methods.qr.test_methods import SyntheticContext
+from tests.methods.contexts import InMemoryContext
 from uqcal.core.io import load_torch
 from uqcal.methods.api import get_entry, resolve_params
 from uqcal.methods.qr import batched
@@ -38,7 +38,7 @@ def _contexts(tmp_path, method, mode, overrides):
     for seed in SEEDS:
         test = folds[seed]
         train = np.setdiff1d(np.arange(y.size), test)
-        contexts.append(SyntheticContext(
+        contexts.append(InMemoryContext(
             family="qr", dataset="diabetes", setting="cv5", method=method, seed=seed,
             config={"torch_threads": 1}, dataset_spec={}, setting_params={}, family_params={}, params=params,
             run_dir=tmp_path / mode / f"seed{seed}", split_path=tmp_path / "split.json",

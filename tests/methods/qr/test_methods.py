@@ -1,7 +1,6 @@
 """qr methods end to end on a small synthetic problem: Dropout VI, Deep Ensemble (FGSM), isotonic reuse."""
 
 import logging
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
@@ -12,7 +11,8 @@ from scipy.special import expit
 from scipy.stats import norm
 
 from tests.conftest import method_device
-from uqcal.methods.api import RunContext, get_entry, resolve_params
+from tests.methods.contexts import InMemoryContext
+from uqcal.methods.api import get_entry, resolve_params
 from uqcal.methods.qr.entropy import QuantileRegularizer
 from uqcal.methods.qr.gaussian_nets import (
     HeteroscedasticMLP,
@@ -26,18 +26,6 @@ from uqcal.methods.qr.metrics import QR_METRICS
 torch.set_num_threads(1)
 
 
-@dataclass
-class SyntheticContext(RunContext):
-    data: object = None
-    split: dict | None = None
-
-    def load_data(self):
-        return self.data
-
-    def load_split(self):
-        return self.split
-
-
 def _context(tmp_path, method, depends_dir=None, overrides=None, n=240):
     rng = np.random.default_rng(0)
     X = rng.uniform(-2, 2, size=(n, 3))
@@ -48,7 +36,7 @@ def _context(tmp_path, method, depends_dir=None, overrides=None, n=240):
              "y_std": float(y[train].std()), "repeat": 0, "fold": 0}
     trains = "epochs" in get_entry("qr", method).load_class().defaults
     params = resolve_params("qr", method, {**({"epochs": 3} if trains else {}), **(overrides or {})})
-    return SyntheticContext(
+    return InMemoryContext(
         family="qr", dataset="synthetic", setting="cv5", method=method, seed=0, config={"torch_threads": 1},
         dataset_spec={}, setting_params={}, family_params={}, params=params, run_dir=tmp_path / method,
         split_path=tmp_path / "split.json", raw_path=tmp_path / "raw.parquet", depends_dir=depends_dir,

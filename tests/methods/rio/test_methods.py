@@ -14,7 +14,8 @@ import torch
 from linear_operator.utils.errors import NotPSDError
 
 from tests.conftest import method_device
-from uqcal.methods.api import RunContext, resolve_params
+from tests.methods.contexts import InMemoryContext
+from uqcal.methods.api import resolve_params
 from uqcal.methods.rio import METHODS
 from uqcal.methods.rio.rio import combined_inputs, fit_and_predict
 from uqcal.methods.rio.svgp import IOKernelSVGP, fit_svgp, io_kernel, predict_svgp
@@ -201,15 +202,7 @@ def test_predictive_variance_includes_noise():
 
 
 # ------------------------------------------------------------------------------ methods end to end
-class _Ctx(RunContext):
-    def load_data(self):
-        return self._table
-
-    def load_split(self):
-        return self._split
-
-
-def _make_ctx(tmp_path: Path, method: str, depends_dir=None, n=60, seed=0) -> _Ctx:
+def _make_ctx(tmp_path: Path, method: str, depends_dir=None, n=60, seed=0) -> InMemoryContext:
     rng = np.random.default_rng(11)
     x = rng.normal(size=(n, 3)) * np.array([1.0, 5.0, 0.1]) + 3.0
     y = 4 * np.sin(x[:, 0]) + 0.2 * x[:, 1] + rng.normal(scale=0.3, size=n) + 20.0
@@ -224,14 +217,14 @@ def _make_ctx(tmp_path: Path, method: str, depends_dir=None, n=60, seed=0) -> _C
         "y_std": float(y[train].std()),
     }
     params = resolve_params("rio", method, {"max_epochs": 30} if method == "nn" else {"max_iter": 40})
-    ctx = _Ctx(
+    ctx = InMemoryContext(
         family="rio", dataset="toy", setting="holdout", method=method, seed=seed, config={"torch_threads": 1},
         dataset_spec={}, setting_params={}, family_params={}, params=params, run_dir=tmp_path / method,
         split_path=tmp_path / "split.json", raw_path=tmp_path / "raw.parquet", depends_dir=depends_dir,
         device=method_device(), log=logging.getLogger("test_rio"),
     )  # fmt: skip
-    ctx._table = SimpleNamespace(X=x, y=y)
-    ctx._split = split
+    ctx.data = SimpleNamespace(X=x, y=y)
+    ctx.split = split
     return ctx
 
 
@@ -278,7 +271,7 @@ def test_every_variant_uses_the_kernel_and_target_its_name_says(tmp_path):
         assert (saved["yhat_offset"], saved["yhat_scale"]) == (0.0, 1.0) or name == "rio_ys"
         data = ctx.load_data()
         test_rows = np.asarray(ctx.load_split()["test"])
-        xs = (data.X - np.asarray(ctx._split["x_mean"])) / np.asarray(ctx._split["x_std"])
+        xs = (data.X - np.asarray(ctx.split["x_mean"])) / np.asarray(ctx.split["x_std"])
         yhat_col = (pred["nn_mean"].to_numpy() - saved["yhat_offset"]) / saved["yhat_scale"]
         with torch.no_grad():
             gp_mean = model(torch.as_tensor(combined_inputs(xs[test_rows], yhat_col))).mean.numpy()
@@ -296,7 +289,7 @@ def test_nn_std_is_its_validation_rmse_and_split_mismatch_is_refused(tmp_path):
     assert 1 <= stats["epochs"] <= 30
 
     other = _make_ctx(tmp_path, "rio", depends_dir=nn_ctx.run_dir)
-    other._split = {**other._split, "train": other._split["train"][1:]}
+    other.split = {**other.split, "train": other.split["train"][1:]}
     with pytest.raises(ValueError, match="different split"):
         METHODS["rio"].load_class()(other.params).train(other)
 

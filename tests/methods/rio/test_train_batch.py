@@ -17,7 +17,8 @@ from linear_operator.utils.errors import NotPSDError
 from sklearn.datasets import load_diabetes
 
 import uqcal.methods.rio.svgp as svgp
-from uqcal.methods.api import RunContext, resolve_params
+from tests.methods.contexts import InMemoryContext
+from uqcal.methods.api import resolve_params
 from uqcal.methods.rio import METHODS
 from uqcal.methods.rio.svgp import batchable, fit_svgp, fit_svgp_batch
 
@@ -223,30 +224,22 @@ def test_batchable_only_for_fits_of_one_optimiser_and_shape():
 
 
 # ------------------------------------------------------------------------------ the pipeline's train_batch
-class _Ctx(RunContext):
-    def load_data(self):
-        return self._table
-
-    def load_split(self):
-        return self._split
-
-
-def _diabetes_ctx(root: Path, method: str, seed: int, depends_dir=None, params=None) -> _Ctx:
+def _diabetes_ctx(root: Path, method: str, seed: int, depends_dir=None, params=None) -> InMemoryContext:
     data = load_diabetes()
     n = len(data.target)
     rows = np.random.default_rng(seed).permutation(n)
     train, test = np.sort(rows[: int(0.8 * n)]), np.sort(rows[int(0.8 * n) :])
     overrides = {"max_epochs": 30} if method == "nn" else {"max_iter": 8, **(params or {})}
     run_dir = root / method / f"seed{seed}"
-    ctx = _Ctx(
+    ctx = InMemoryContext(
         family="rio", dataset="diabetes", setting="holdout", method=method, seed=seed, config={"torch_threads": 1},
         dataset_spec={}, setting_params={}, family_params={}, params=resolve_params("rio", method, overrides),
         run_dir=run_dir, split_path=root / "split.json", raw_path=root / "raw.parquet",
         depends_dir=None if depends_dir is None else depends_dir / f"seed{seed}", device=torch.device("cpu"),
         log=logging.getLogger("test_rio_batch"),
     )  # fmt: skip
-    ctx._table = SimpleNamespace(X=data.data, y=data.target)
-    ctx._split = {"train": train.tolist(), "test": test.tolist()}
+    ctx.data = SimpleNamespace(X=data.data, y=data.target)
+    ctx.split = {"train": train.tolist(), "test": test.tolist()}
     return ctx
 
 
