@@ -25,11 +25,13 @@ IMPORTS = {
 }
 
 
-def child_cpu(code: str) -> float:
+def child_cpu(code: str) -> tuple[float, str]:
+    """CPU seconds (user + system, from the child's rusage) of ``python -c code`` in a fresh process, and its
+    standard output."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-c", code], check=True)
+    proc = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), proc.stdout
 
 
 def main() -> None:
@@ -38,7 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{'imports':>58} | normal exit | os._exit | teardown (CPU s, medians of {args.repeat} pairs)")
     for label, modules in IMPORTS.items():
-        pairs = [(child_cpu(f"import {modules}"), child_cpu(f"import os, {modules}; os._exit(0)"))
+        pairs = [(child_cpu(f"import {modules}")[0], child_cpu(f"import os, {modules}; os._exit(0)")[0])
                  for _ in range(args.repeat)]
         normal, fast = (statistics.median(side) for side in zip(*pairs, strict=True))
         saved = statistics.median(a - b for a, b in pairs)

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
-import subprocess
-import sys
+
+from process_teardown import child_cpu  # this folder's: run as a script
 
 # What each family's train job imports before it trains (its method module and what the train step loads).
 IMPORTS = {
@@ -53,13 +52,6 @@ gc.enable()
 import os
 os._exit(0)
 """
-
-
-def child_cpu(code: str) -> tuple[float, str]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), proc.stdout
 
 
 def main() -> None:
