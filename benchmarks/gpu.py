@@ -10,6 +10,19 @@ timed on the CPU and, where CUDA is available, on the GPU, with the speed-up.
 | bo      | one calibrated-BO iteration on Hartmann-6 at 20 points (ML-II fit, refit LOO,   | iterations/s  |
 |         | GP recalibrator, optimize_acqf 4 restarts / 128 raw samples)                    |               |
 
+Issue 53's GPU run (the paper protocol's conv-bound work; not run unless named, --families):
+
+| name            | workload                                                                           | unit     |
+|-----------------|------------------------------------------------------------------------------------|----------|
+| fewshot84       | MD-BFSC meta-training, 5-way 1-shot, 15 queries, Conv4 width 64 on 84 x 84 glyphs   | episodes/s |
+| fewshot84_check | the same model's validation-check episodes (``collect_logits``, backbone batched)   | episodes/s |
+| cnn             | BO's CNN objective: SGD steps of small_cnn(192, 384), batches of 64 32 x 32 x 3     | images/s |
+
+and after them a table of seconds per unit and hours per training of config/paper.yaml (``PER_TRAINING``):
+    PYTHONPATH=src python benchmarks/gpu.py --families fewshot84 fewshot84_check cnn --threads 4 --out gpu53.json
+(--threads 4: paper.yaml's CPU jobs ask for 4 CPUs, ``torch_threads: cpus``). On the project's 2-core VM the
+CPU side takes about a minute.
+
 Every workload is warmed up once on its device (CUDA context, cuBLAS handles, allocator) before it is
 timed; CUDA timings synchronise the device. The CPU runs with --threads torch threads (1 = what a pipeline
 job uses, ``torch_threads``). Imports only torch, gpytorch, botorch, numpy, scipy, scikit-learn and uqcal's
@@ -89,7 +102,7 @@ def qr(device: torch.device, warmup: bool) -> float:
 
 
 def _glyphs(n_classes: int = 20, per_class: int = 20, size: int = 28) -> tuple[np.ndarray, np.ndarray]:
-    """Random blob classes with noise and shifts (the tests' synthetic glyphs)."""
+    """Random blob classes with noise and shifts (the tests' synthetic glyphs): timing inputs, not a dataset."""
     rng = np.random.default_rng(0)
     images, labels = [], []
     for c in range(n_classes):
@@ -131,6 +144,71 @@ def fewshot(device: torch.device, warmup: bool) -> float:
     return float(episodes)
 
 
+def _fewshot84(device: torch.device, warmup: bool, check: bool) -> float:
+    """MD-BFSC at the paper's scale (issue 53): Conv4 width 64 on 84 x 84 images, the cosine kernel (CUB's),
+    5-way 1-shot with 15 queries a class. ``check``: a validation check's episodes through ``collect_logits``
+    (batched through the backbone, marginal sampling), else meta-training episodes."""
+    from uqcal.core.gp.linalg import JitterCounter
+    from uqcal.data.splits import class_rows, sample_fewshot_episode
+    from uqcal.methods.fewshot.base import EpisodeArrays
+    from uqcal.methods.fewshot.episodic import episode_tensors
+    from uqcal.methods.fewshot.md import MirrorDescentGP
+
+    images, labels = _glyphs(size=84)  # the glyphs at the paper's image size: a timing workload, not a dataset
+    rows = class_rows(labels.astype(str))
+    classes = sorted(rows)
+    method = MirrorDescentGP({"width": 64, "kernel": "cosine"})
+    method.counter = JitterCounter()
+    torch.manual_seed(0)
+    model = method.build_model(5, images.shape[-1]).to(device)
+    rng, generator = np.random.default_rng(0), torch.Generator(device="cpu").manual_seed(0)
+    # Units a timed run does: a GPU gets more, so that its run is long against its launch and sync overheads.
+    episodes = 2 if warmup else (8 if device.type == "cpu" else 100) * (3 if check else 1)
+    made = [episode_tensors(*EpisodeArrays(images, labels, [sample_fewshot_episode(rows, classes, 5, 1, 15, rng)])[0],
+                            device, 5, images.shape[1:]) for _ in range(episodes)]
+    if check:
+        model.eval()
+        method.collect_logits(model, made, generator)
+        return float(episodes)
+    optimiser = torch.optim.Adam(method.param_groups(model))
+    model.train()
+    for episode in made:
+        optimiser.zero_grad(set_to_none=True)
+        method.episode_loss(model, episode, generator).backward()
+        optimiser.step()
+    return float(episodes)
+
+
+def fewshot84(device: torch.device, warmup: bool) -> float:
+    return _fewshot84(device, warmup, check=False)
+
+
+def fewshot84_check(device: torch.device, warmup: bool) -> float:
+    return _fewshot84(device, warmup, check=True)
+
+
+def cnn(device: torch.device, warmup: bool) -> float:
+    """BO's CNN objective (issue 53): SGD steps of ``small_cnn(192 filters, 384 units)`` (the middle of the paper's
+    Table 1 space) on batches of 64 32 x 32 x 3 images, as ``hpo_paper.cnn_test_error`` trains it; units: images."""
+    import torch.nn.functional as F
+
+    from uqcal.data.sources.hpo_paper import small_cnn
+
+    torch.manual_seed(0)
+    model = small_cnn(192, 384).to(device)
+    optimiser = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    steps = 2 if warmup else (6 if device.type == "cpu" else 300)
+    x = torch.randn(64, 3, 32, 32, device=device)  # pixels do not change the work of a dense CNN step
+    y = torch.randint(0, 10, (64,), device=device)
+    model.train()
+    for _ in range(steps):
+        loss = F.cross_entropy(model(x), y)
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        optimiser.step()
+    return float(steps * 64)
+
+
 def bo(device: torch.device, warmup: bool) -> float:
     from botorch.optim import optimize_acqf
 
@@ -167,6 +245,21 @@ WORKLOADS: dict[str, tuple[Workload, str]] = {
     "qr": (qr, "minibatches/s"),
     "fewshot": (fewshot, "episodes/s"),
     "bo": (bo, "iterations/s"),
+    # Issue 53's GPU run: the paper protocol's conv-bound work (not in the default --families).
+    "fewshot84": (fewshot84, "episodes/s"),
+    "fewshot84_check": (fewshot84_check, "episodes/s"),
+    "cnn": (cnn, "images/s"),
+}
+DEFAULT_FAMILIES = ["metareg", "rio", "qr", "fewshot", "bo"]
+# Per training of config/paper.yaml (issue 53): MD-BFSC's meta-training episodes (5-way 1-shot; 40,000 at
+# 5-shot) and its validation episodes under the authors' schedule (n_val_check 100 after every 30th epoch of
+# 100 episodes and every epoch of the last 100: uqcal.methods.fewshot.base.validation_checks), and one CNN
+# evaluation of BO (10 epochs over CIFAR-10's 50,000 training images; its 10,000 test images are forward
+# passes, about a third of a training image each: uqcal.methods.bo.work).
+PER_TRAINING = {
+    "fewshot84": ("MD-BFSC meta-training, CUB 5w1s", 60_000),
+    "fewshot84_check": ("its validation checks (authors' schedule)", None),
+    "cnn": ("one CNN evaluation, CIFAR-10", 10 * 50_000 + 10_000 / 3),
 }
 
 
@@ -189,9 +282,34 @@ def rate(workload: Workload, device: torch.device, repeats: int) -> dict:
         return {"error": f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"[:200]}
 
 
+def per_training(results: dict) -> None:
+    """Issue 53's table: seconds per unit and hours per training of the paper protocol's conv-bound work, on each
+    device (``results[...][device]["per_training_hours"]`` too)."""
+    rows = [(name, results[name]) for name in PER_TRAINING if name in results]
+    if not rows:
+        return
+    from uqcal.methods.fewshot.base import validation_checks
+
+    units = {name: count for name, (_, count) in PER_TRAINING.items()}
+    units["fewshot84_check"] = len(validation_checks(60_000, 100, 30, 100)) * 100
+    print(f"\n{'per training (paper.yaml)':<64}{'CPU s/unit':>11}{'CUDA s/unit':>12}{'CPU h':>8}{'CUDA h':>8}")
+    for name, entry in rows:
+        cells = []
+        for device in ("cpu", "cuda"):
+            measured = entry.get(device) or {}
+            if "rate" in measured:
+                measured["per_training_hours"] = units[name] / measured["rate"] / 3600
+            cells.append(measured)
+        per_unit = [f"{1 / c['rate']:.4f}" if "rate" in c else "n/a" for c in cells]
+        hours = [f"{c['per_training_hours']:.2f}" if "rate" in c else "n/a" for c in cells]
+        label = f"{PER_TRAINING[name][0]}, {units[name]:,.0f} {entry['unit'].split('/')[0]}"
+        print(f"{label:<64}{per_unit[0]:>11}{per_unit[1]:>12}{hours[0]:>8}{hours[1]:>8}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--families", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    parser.add_argument("--families", nargs="+", default=DEFAULT_FAMILIES, choices=list(WORKLOADS),
+                        help="workloads (default: one per family; fewshot84, fewshot84_check, cnn: issue 53's)")
     parser.add_argument("--repeats", type=int, default=1, help="timed runs per family and device (median)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (CPU)")
     parser.add_argument("--out", type=Path, default=None, help="also write the results as JSON here")
@@ -218,19 +336,20 @@ def main() -> int:
             return "n/a"
         return f"{entry['rate']:.3g}" if "rate" in entry else "failed"
 
-    print(f"\n{'family':<9}{'unit':<15}{'CPU':>10}{'CUDA':>10}{'speed-up':>10}")
+    print(f"\n{'family':<17}{'unit':<15}{'CPU':>10}{'CUDA':>10}{'speed-up':>10}")
     failed = False
     for family, entry in results.items():
         cpu, cuda = entry.get("cpu"), entry.get("cuda")
         both = cpu is not None and cuda is not None and "rate" in cpu and "rate" in cuda
         speedup = f"{cuda['rate'] / cpu['rate']:.2f}x" if both else "n/a"
         entry["speedup"] = cuda["rate"] / cpu["rate"] if both else None
-        print(f"{family:<9}{entry['unit']:<15}{cell(cpu):>10}{cell(cuda):>10}{speedup:>10}")
+        print(f"{family:<17}{entry['unit']:<15}{cell(cpu):>10}{cell(cuda):>10}{speedup:>10}")
         failed |= any("error" in (e or {}) for e in (cpu, cuda))
     for family, entry in results.items():
         for device in ("cpu", "cuda"):
             if "error" in (entry.get(device) or {}):
                 print(f"{family} on {device} failed: {entry[device]['error']}")
+    per_training(results)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"torch": torch.__version__, "gpu": gpu_name, "threads": args.threads,
