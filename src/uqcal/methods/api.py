@@ -53,7 +53,8 @@ class Family:
     setting_keys: dict[str, Any] = field(default_factory=dict)
     # "module:name" of ``(train job payload) -> float``: the work of one seed in seconds of a stated reference
     # machine, from the payload's parameters (episodes, iterations, image size, ...). Cost estimates scale a
-    # measured job's seconds by the ratio of two jobs' work (uqcal.pipeline.progress.estimate). "": per seed.
+    # measured job's seconds by the ratio of two jobs' work (uqcal.pipeline.progress.estimate); it may return None
+    # for a job whose work it cannot tell. "": per seed.
     work: str = ""
     # The fewest rows a dataset may have for this family, and why (checked when the split is made; 0: none).
     min_rows: int = 0
@@ -68,8 +69,10 @@ class Family:
         return load_target(self.evaluator)(predictions, ctx)
 
     def work_per_seed(self, job: dict) -> float | None:
-        """One seed's work of a train job (its payload) by ``work``; None where the family states none."""
-        return float(load_target(self.work)(job)) if self.work else None
+        """One seed's work of a train job (its payload) by ``work``; None where the family states none, or its
+        ``work`` cannot tell for this job (e.g. a dataset of unknown size)."""
+        work = load_target(self.work)(job) if self.work else None
+        return None if work is None else float(work)
 
     def folder(self) -> Path:
         """The package's folder (its report spec and the paper's numbers live there)."""

@@ -55,6 +55,7 @@ FAMILY = Family(
     methods=METHODS,
     splitter="uqcal.data.splits:KFOLD",
     evaluator="uqcal.metrics.evaluation:score_regression",
+    work="uqcal.methods.qr.work:work_per_seed",
 )
 
 # Public names (imported when used: uqcal.core.lazy); everything else in this package is internal.

@@ -39,6 +39,7 @@ FAMILY = Family(
     methods=METHODS,
     splitter="uqcal.data.splits:HOLDOUT",
     evaluator="uqcal.metrics.evaluation:score_regression_at_rounded_z",
+    work="uqcal.methods.rio.work:work_per_seed",
 )
 
 # Public names (imported when used: uqcal.core.lazy); everything else in this package is internal.

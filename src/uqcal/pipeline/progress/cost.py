@@ -187,8 +187,10 @@ def planned_jobs(config: dict, config_path: str) -> list[tuple[PlannedJob, bool]
     return found
 
 
-def reference_work(config_paths: Iterable[str] = REFERENCE_CONFIGS) -> dict[str, float]:
-    """{parameters' digest: a seed's work} of the train jobs of ``config_paths`` whose family states work."""
+def reference_work(config_paths: Iterable[str] = REFERENCE_CONFIGS) -> dict[tuple[Job, str], float]:
+    """{(job, parameters' digest): a seed's work} of the train jobs of ``config_paths`` whose family states work.
+    By job and digest: the digest is of the job's config values, which methods configured alike share (qr's
+    ``de: {}`` and ``de_iso: {}``), and their work differs."""
     from uqcal.pipeline.config.load import load_config
     from uqcal.pipeline.identity import spec_params
     from uqcal.pipeline.plan import payload, plan
@@ -200,14 +202,14 @@ def reference_work(config_paths: Iterable[str] = REFERENCE_CONFIGS) -> dict[str,
             if job.rule == "train":
                 work = work_of(job.rule, payload(config, job))
                 if work is not None:
-                    found[params_digest(spec_params(config, job, path))] = work
+                    found[(job, params_digest(spec_params(config, job, path)))] = work
     return found
 
 
-def with_work(book: dict[Job, list[Cost]], work: dict[str, float]) -> dict[Job, list[Cost]]:
-    """The book with the work of each cost that states none but whose parameters' digest ``work`` knows."""
-    return {job: [cost if cost.work is not None or cost.params not in work else
-                  Cost(cost.seconds_per_unit, cost.params, work[cost.params], cost.units) for cost in costs]
+def with_work(book: dict[Job, list[Cost]], work: dict[tuple[Job, str], float]) -> dict[Job, list[Cost]]:
+    """The book with the work of each cost that states none but whose job and parameters' digest ``work`` knows."""
+    return {job: [cost if cost.work is not None or (job, cost.params) not in work else
+                  Cost(cost.seconds_per_unit, cost.params, work[(job, cost.params)], cost.units) for cost in costs]
             for job, costs in book.items()}
 
 
