@@ -86,11 +86,15 @@ def numerics_keys(job: Job, config_path: str) -> list[tuple[str, str]]:
 
 def build_dvc_yaml(config: dict, config_path: str, root: Path = Path(".")) -> dict:
     stages: dict[str, dict] = {}
+    folded: dict[tuple[str, ...], list[str]] = {}  # code_deps of each list of files: the jobs of a method share one
     with contextlib.chdir(root):  # config and registry paths are relative to the repository
         for job in plan(config):
+            files = tuple(source_files(job))
+            if files not in folded:
+                folded[files] = code_deps(list(files), Path("."))
             stages[job.stage] = {
                 "cmd": command(job, config_path),
-                "deps": inputs(config, job) + local_files(config, job) + code_deps(source_files(job), Path(".")),
+                "deps": inputs(config, job) + local_files(config, job) + folded[files],
                 "params": _params(param_keys(config, job, config_path) + numerics_keys(job, config_path)),
                 "outs": [*outputs(job), job.record_path],
             }

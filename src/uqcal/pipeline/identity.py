@@ -84,13 +84,20 @@ def source_files(job: Job) -> list[str]:
     (``report.yaml``, ``paper_numbers.yaml``), plug-ins' included, and any data files packaged beside its own
     modules.
     """
-    files = sorted(_module_path(m) for m in _closure(tuple(code_roots(job)), registry_modules(job)))
+    files = list(_closure_paths(tuple(code_roots(job)), registry_modules(job), str(Path.cwd())))
     if job.rule == "report":
         yamls = [*(SRC / "pipeline" / "report").rglob("*.yaml")]
         for family in reported_families():
             yamls += [p for p in (family.report_spec_path, family.paper_numbers_path) if p.is_file()]
         files += sorted({_file_path(p) for p in yamls})
     return files
+
+
+@cache
+def _closure_paths(roots: tuple[str, ...], skip: frozenset[str], _cwd: str) -> tuple[str, ...]:
+    """`_closure`'s modules as sorted paths (`_module_path`), once per roots and working directory: a paper-scale
+    plan has thousands of jobs of the same few methods."""
+    return tuple(sorted(_module_path(m) for m in _closure(roots, skip)))
 
 
 def _file_path(path: Path) -> str:
@@ -107,6 +114,13 @@ def _module_path(module: str) -> str:
     """src/uqcal/... path of a uqcal module, as the repository (and dvc.yaml) names it; a plug-in family's
     module (outside uqcal) by its path from the repository's root."""
     return _file_path(_module_file(module))
+
+
+@cache
+def _resolved_source(rel: str, _cwd: str) -> Path:
+    """`_source_file(rel)` resolved (links followed), once per path and working directory; its content is
+    stat-ed and hashed at every call (`code_hashes`)."""
+    return _source_file(rel).resolve()
 
 
 def _source_file(rel: str) -> Path:
@@ -192,7 +206,7 @@ def _source_sha256(path: Path, _mtime_ns: int, _size: int) -> str:
 def code_hashes(job: Job) -> dict[str, str]:
     hashes = {}
     for rel in source_files(job):
-        path = _source_file(rel).resolve()
+        path = _resolved_source(rel, str(Path.cwd()))
         stat = path.stat()
         hashes[rel] = _source_sha256(path, stat.st_mtime_ns, stat.st_size)
     return hashes

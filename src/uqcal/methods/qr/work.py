@@ -9,8 +9,8 @@ quantile regulariser) trains ``n_members`` networks for ``epochs`` epochs of min
     (QR_STEP + batch x weights x QR_WEIGHT_ROW) x (FGSM_FACTOR for the paper's real FGSM) + sort
 
 where ``sort`` is the quantile regulariser's when ``lam`` > 0: ``QR_SORT_STEP + batch^2 x QR_SORT_PAIR`` for the
-NeuralSort of the PIT values (a hard sort: ``batch x log2(batch)`` pairs); its prediction passes are left out. A recalibration (``_iso``: isotonic on
-a trained base's outputs) is ``ISOTONIC``, ``marginal`` is ``MARGINAL``.
+NeuralSort of the PIT values (a hard sort: ``batch x log2(batch)`` pairs); its prediction passes are left out.
+A recalibration (``_iso``: isotonic on a trained base's outputs) is ``ISOTONIC``, ``marginal`` is ``MARGINAL``.
 
 The training rows come from the dataset's rows and features as materialised (``uqcal.data.datasets.table_shape``)
 and the split: ``folds - 1`` of ``folds`` (``cv5``), or the dataset's ``fixed_split``; a dataset of unknown size
