@@ -74,8 +74,8 @@ def test_train_goes_through_fit_and_predict(tmp_path):
     METHODS["nn"].load_class()(nn_ctx.params).train(nn_ctx)
     ctx = _make_ctx(tmp_path, "rio", depends_dir=nn_ctx.run_dir)
     METHODS["rio"].load_class()(ctx.params).train(ctx)
-    train, test = np.asarray(ctx._split["train"]), np.asarray(ctx._split["test"])
-    X, y = ctx._table.X, ctx._table.y
+    train, test = np.asarray(ctx.split["train"]), np.asarray(ctx.split["test"])
+    X, y = ctx.data.X, ctx.data.y
     network = RioNetwork(nn_ctx.params)
     network.runtime = nn_ctx.runtime
     network.fit(X[train], y[train])  # a fitted base is used as it is (an unfitted one would be cloned)

@@ -189,8 +189,8 @@ def planned_jobs(config: dict, config_path: str) -> list[tuple[PlannedJob, bool]
 
 def reference_work(config_paths: Iterable[str] = REFERENCE_CONFIGS) -> dict[tuple[Job, str], float]:
     """{(job, parameters' digest): a seed's work} of the train jobs of ``config_paths`` whose family states work.
-    By job and digest: the digest is of the job's config values, which methods configured alike share (qr's
-    ``de: {}`` and ``de_iso: {}``), and their work differs."""
+    By job and digest: the digest is of the job's config values, which methods configured alike share (an
+    ensemble and its isotonic recalibration, both ``{}`` in the config), and their work differs."""
     from uqcal.pipeline.config.load import load_config
     from uqcal.pipeline.identity import spec_params
     from uqcal.pipeline.plan import payload, plan
