@@ -186,3 +186,21 @@ def test_initial_design_inside_bounds_and_paired_by_seed():
     assert fixed["initial_x"] == [[0.1, 0.2]]
     with pytest.raises(ValueError, match="initial_design"):
         initial_design_split(table, {"initial_design": [[0.1]]}, 7)
+
+
+@pytest.mark.parametrize("rows", [97, 100, 442])
+def test_the_training_rows_stated_without_the_data_are_the_splits(rows):
+    """Splitter.train_rows (cost estimates) against the split functions on a table of that many rows."""
+    from uqcal.data.splits import HOLDOUT, KFOLD
+
+    spec = {"kind": "single_task_regression", "target": "y", "features": "auto"}
+    frame = pd.DataFrame({"x": np.arange(rows, dtype=float), "y": np.arange(rows, dtype=float) ** 2})
+    table = Table(name="t", spec=spec, frame=frame)
+    for params in ({"test_fraction": 0.2}, {"test_fraction": 0.1}):
+        assert HOLDOUT.train_rows(rows, spec, params) == len(HOLDOUT(table, params, 0)["train"])
+    for folds in (5, 10):
+        sizes = {len(KFOLD(table, {"folds": folds}, seed)["train"]) for seed in range(folds)}
+        assert KFOLD.train_rows(rows, spec, {"folds": folds}) == max(sizes)  # the longer folds' one row apart
+    fixed = {**spec, "fixed_split": {"n_train": 60}}
+    table = Table(name="t", spec=fixed, frame=frame)
+    assert HOLDOUT.train_rows(rows, fixed, {}) == KFOLD.train_rows(rows, fixed, {}) == len(HOLDOUT(table, {}, 0)["train"])

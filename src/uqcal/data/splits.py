@@ -165,6 +165,23 @@ def holdout_split(table: Table, params: dict, seed: int) -> dict:
     return {"train": train.tolist(), "test": test.tolist(), **_standardisation(table, train)}
 
 
+def holdout_train_rows(rows: int, spec: dict, params: dict) -> int:
+    """``holdout_split``'s training rows for a table of ``rows`` rows: the dataset's fixed split, else all but
+    the test fraction."""
+    fixed = spec.get("fixed_split")
+    if fixed:
+        return int(fixed["n_train"])
+    return rows - int(round(float(params.get("test_fraction", 0.2)) * rows))
+
+
+def kfold_train_rows(rows: int, spec: dict, params: dict) -> int:
+    """``kfold_split``'s training rows for a table of ``rows`` rows: all but a fold (the longer folds' one row
+    apart), or the dataset's fixed split."""
+    if spec.get("fixed_split"):
+        return holdout_train_rows(rows, spec, params)
+    return rows - rows // int(params.get("folds", 5))
+
+
 def kfold_split(table: Table, params: dict, seed: int) -> dict:
     """Fold ``seed % folds`` of repeat ``seed // folds`` of K-fold cross-validation.
 
@@ -340,6 +357,9 @@ class Splitter:
     split: Callable[[Table, dict, int], dict]
     keys: dict[str, Any] = field(default_factory=dict)
     problems: Callable[[dict, str], list[str]] = validate.no_split_problems
+    # ``(rows, registry entry, params) -> training rows`` of one seed's split, from the table's size alone (cost
+    # estimates: a family's ``work``); None: not stated
+    train_rows: Callable[[int, dict, dict], int] | None = None
 
     def __call__(self, table: Table, params: dict, seed: int) -> dict:
         return self.split(table, params, seed)
@@ -357,9 +377,10 @@ MULTITASK = Splitter(multitask_split, {
     "val_episodes_per_task": _POSITIVE_INT,
     "test_episodes_per_task": _POSITIVE_INT,
 }, validate.multitask_split_problems)
-HOLDOUT = Splitter(holdout_split, {"test_fraction": _UNIT_FRACTION}, validate.holdout_split_problems)
+HOLDOUT = Splitter(holdout_split, {"test_fraction": _UNIT_FRACTION}, validate.holdout_split_problems,
+                   holdout_train_rows)
 KFOLD = Splitter(kfold_split, {"folds": {"type": "integer", "minimum": 2}, "shuffle": {"type": "boolean"}},
-                 validate.kfold_split_problems)
+                 validate.kfold_split_problems, kfold_train_rows)
 FEWSHOT = Splitter(fewshot_split, {
     "n_way": {"type": "integer", "minimum": 2},
     "k_shot": _POSITIVE_INT,

@@ -74,6 +74,18 @@ class Family:
         work = load_target(self.work)(job) if self.work else None
         return None if work is None else float(work)
 
+    def training_size(self, job: dict) -> tuple[int, int] | None:
+        """(rows, features) one seed of train job ``job`` (a payload) trains on, from its dataset's size
+        (``uqcal.data.datasets.table_shape``) and this family's splitter (``Splitter.train_rows``), for a
+        ``work`` function; None where either is unknown."""
+        from uqcal.data.datasets import table_shape
+
+        shape = table_shape(job["dataset"], job["dataset_spec"])
+        train_rows = getattr(self.load_splitter(), "train_rows", None)
+        if shape is None or train_rows is None:
+            return None
+        return train_rows(shape[0], job["dataset_spec"], job["setting_params"]), shape[1]
+
     def folder(self) -> Path:
         """The package's folder (its report spec and the paper's numbers live there)."""
         return Path(importlib.import_module(self.package).__file__).parent

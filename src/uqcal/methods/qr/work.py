@@ -12,9 +12,9 @@ where ``sort`` is the quantile regulariser's when ``lam`` > 0: ``QR_SORT_STEP + 
 NeuralSort of the PIT values (a hard sort: ``batch x log2(batch)`` pairs); its prediction passes are left out.
 A recalibration (``_iso``: isotonic on a trained base's outputs) is ``ISOTONIC``, ``marginal`` is ``MARGINAL``.
 
-The training rows come from the dataset's rows and features as materialised (``uqcal.data.datasets.table_shape``)
-and the split: ``folds - 1`` of ``folds`` (``cv5``), or the dataset's ``fixed_split``; a dataset of unknown size
-states no work (its job is costed per seed, unscaled).
+The training rows and features come from the dataset's size as materialised and the K-fold split
+(``Family.training_size``: ``table_shape``'s declared or packaged size, ``folds - 1`` of ``folds``, or the dataset's
+``fixed_split``); a dataset of unknown size states no work (its job is costed per seed, unscaled).
 """
 
 from __future__ import annotations
@@ -34,21 +34,6 @@ ISOTONIC = 0.05
 MARGINAL = 0.01
 
 
-def training_rows(job: dict) -> tuple[int, int] | None:
-    """(training rows, features) of one seed of a K-fold job, from its dataset's size; None where unknown."""
-    from uqcal.data.datasets import table_shape
-
-    shape = table_shape(job["dataset"], job["dataset_spec"])
-    if shape is None:
-        return None
-    rows, features = shape
-    fixed = job["dataset_spec"].get("fixed_split")
-    if fixed:
-        return int(fixed["n_train"]), features
-    folds = int(job["setting_params"].get("folds", 5))
-    return rows - rows // folds, features
-
-
 def network_seconds(n_train: int, features: int, params: dict) -> float:
     """One seed's training of its ``n_members`` networks, in seconds (module docstring)."""
     hidden, depth, batch = int(params["hidden"]), int(params["depth"]), int(params["batch_size"])
@@ -65,10 +50,10 @@ def network_seconds(n_train: int, features: int, params: dict) -> float:
 def work_per_seed(job: dict) -> float | None:
     """CPU seconds of one seed of the train job ``job`` (a payload) on the reference machine (module docstring);
     None where its dataset's size is unknown."""
-    from uqcal.methods.api import get_entry
+    from uqcal.methods.api import get_entry, get_family
     from uqcal.methods.qr.gaussian_nets import GaussianNetMethod
 
-    size = training_rows(job)
+    size = get_family(job["family"]).training_size(job)
     if size is None:
         return None
     cls = get_entry(job["family"], job["method"]).load_class()

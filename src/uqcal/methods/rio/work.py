@@ -12,9 +12,9 @@ job on YearPredictionMSD's 463,715 training rows is not costed as a default one 
   adam``, or ``minibatch_above`` rows and more), ``epochs`` x steps of ``GP_STEP + batch x GP_ROW x (...)``;
 - ``marginal``: a mean and a standard deviation, ``MARGINAL``.
 
-The training rows come from the dataset's rows and features as materialised (``uqcal.data.datasets.table_shape``:
-declared ``shape``, or read from the package that ships it) and the holdout split (``test_fraction``, or the
-dataset's ``fixed_split``); a dataset of unknown size states no work (its job is costed per seed, unscaled).
+The training rows and features come from the dataset's size as materialised and the holdout split
+(``Family.training_size``: ``table_shape``'s declared or packaged size, ``test_fraction`` or the dataset's
+``fixed_split``); a dataset of unknown size states no work (its job is costed per seed, unscaled).
 """
 
 from __future__ import annotations
@@ -32,20 +32,6 @@ GP_EVAL = 3.0e-3
 GP_STEP = 5.0e-3
 GP_ROW = 1.5e-9
 MARGINAL = 0.01
-
-
-def training_rows(job: dict) -> tuple[int, int] | None:
-    """(training rows, features) of one seed of a holdout job, from its dataset's size; None where unknown."""
-    from uqcal.data.datasets import table_shape
-
-    shape = table_shape(job["dataset"], job["dataset_spec"])
-    if shape is None:
-        return None
-    rows, features = shape
-    fixed = job["dataset_spec"].get("fixed_split")
-    if fixed:
-        return int(fixed["n_train"]), features
-    return rows - int(round(float(job["setting_params"].get("test_fraction", 0.2)) * rows)), features
 
 
 def network_seconds(n_train: int, features: int, params: dict) -> float:
@@ -72,10 +58,10 @@ def gp_seconds(n_train: int, features: int, params: dict) -> float:
 def work_per_seed(job: dict) -> float | None:
     """CPU seconds of one seed of the train job ``job`` (a payload) on the reference machine (module docstring);
     None where its dataset's size is unknown."""
-    from uqcal.methods.api import get_entry
+    from uqcal.methods.api import get_entry, get_family
     from uqcal.methods.rio.holdout import apply_per_dataset
 
-    size = training_rows(job)
+    size = get_family(job["family"]).training_size(job)
     if size is None:
         return None
     cls = get_entry(job["family"], job["method"]).load_class()
