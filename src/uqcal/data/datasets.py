@@ -7,7 +7,6 @@ dataset from an existing source type needs only a config entry.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib
 import re
@@ -246,17 +245,18 @@ def table_shape(name: str, spec: dict) -> tuple[int, int] | None:
         return int(rows), int(features)
     if (spec.get("source") or {}).get("type") not in PACKAGED_SOURCES:
         return None
-    import json
+    key = repr((name, spec))  # the entry as the registry holds it (an int key is not its string)
+    if key not in _PACKAGED_SHAPES:
+        _PACKAGED_SHAPES[key] = _packaged_shape(name, spec)
+    return _PACKAGED_SHAPES[key]
 
-    return _packaged_shape(name, json.dumps(spec, sort_keys=True, default=str))
+
+_PACKAGED_SHAPES: dict[str, tuple[int, int]] = {}  # per process: a plan asks for the same few datasets many times
 
 
-@functools.lru_cache(maxsize=64)
-def _packaged_shape(name: str, spec_json: str) -> tuple[int, int]:
-    import json
+def _packaged_shape(name: str, spec: dict) -> tuple[int, int]:
     import tempfile
 
-    spec = json.loads(spec_json)
     with tempfile.TemporaryDirectory() as scratch:  # a packaged source writes nothing; nothing is kept
         frame, _, _ = _build(name, spec, Path(scratch))
     rows, features = Table(name=name, spec=spec, frame=frame).X.shape
