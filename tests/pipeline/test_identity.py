@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -122,3 +123,12 @@ def test_a_dvc_stage_names_each_parameter_in_the_file_that_sets_it(workspace):
     report = P.param_keys(config, P.Job("report"), "config/extended.yaml")
     assert [f for f, k in report if k == "" and f.startswith("config/") and "datasets" not in f] == [
         "config/base.yaml", "config/config.yaml", "config/extended.yaml"]
+
+
+def test_a_record_lists_every_uqcal_source_the_process_imported():
+    # Brute force: resolve every module's file; the record's list takes only the paths that name the package.
+    src = (REPO / "src/uqcal").resolve()
+    every = {f"src/uqcal/{Path(m.__file__).resolve().relative_to(src).as_posix()}" for m in list(sys.modules.values())
+             if getattr(m, "__file__", None) and Path(m.__file__).resolve().is_relative_to(src)}
+    assert "src/uqcal/pipeline/records.py" in every
+    assert R.imported_sources() == sorted(every)
