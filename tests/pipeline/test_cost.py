@@ -294,3 +294,22 @@ def test_a_packaged_datasets_size_is_read_from_its_package():
     assert table_shape("diabetes", spec) == load_diabetes(return_X_y=True)[0].shape
     assert table_shape("t", DECLARED) == (10_000, 9)
     assert table_shape("glyphs", {"kind": "fewshot_classification", "source": {"type": "glyphs"}}) is None
+
+
+def test_every_table_of_the_paper_config_has_a_size_and_a_declared_one_is_its_notes():
+    # A table of unknown size is costed per default seed, unscaled: every RIO and qr dataset of paper.yaml needs one.
+    import re
+
+    from tests.conftest import REPO
+    from uqcal.data.datasets import TABLE_KINDS, table_shape
+    from uqcal.pipeline.config.load import load_config
+
+    config = load_config(str(REPO / "config/paper.yaml"))
+    used = {name for family in ("rio", "qr") for name in config["families"][family]["datasets"]}
+    registry = config["datasets"]
+    assert used and all(table_shape(name, registry[name]) is not None for name in used), sorted(
+        name for name in used if table_shape(name, registry[name]) is None)
+    for name, spec in registry.items():
+        published = re.search(r"(\d+) x (\d+)", spec.get("note", ""))
+        if spec.get("kind") in TABLE_KINDS and "shape" in spec and published:
+            assert spec["shape"][0] == int(published[1]), name  # the rows the note publishes
