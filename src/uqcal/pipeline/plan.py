@@ -357,11 +357,12 @@ def _parse_yaml(path: str, _mtime_ns: int, _size: int):
 
 def param_values(config: dict, job: Job, config_path: str) -> dict:
     """The job's parameters, {name: value}, as its identity holds them (`param_keys`, named by `_param_name`)."""
-    return {_param_name(path, key, config_path): _value(path, key, config_path)
+    composed = _composed(config_path)  # once a job, not once a key: each compose stats every file it is made of
+    return {_param_name(path, key, composed.files): _value(path, key, composed)
             for path, key in param_keys(config, job, config_path)}
 
 
-def _param_name(path: str, key: str, config_path: str) -> str:
+def _param_name(path: str, key: str, config_files: tuple[str, ...]) -> str:
     """A parameter's name in a job's identity: its key, never the file it is read from.
 
     The same keys and values are the same job whichever config file (or copy of one) holds them, so that a
@@ -369,13 +370,13 @@ def _param_name(path: str, key: str, config_path: str) -> str:
     ``datasets.<name>`` whether it sits in a registry file or inline in the config (DVC's ``params:`` still
     name the file: DVC must know where to read them).
     """
-    if path in _config_files(config_path):  # a value of the composed config, whichever file sets it
+    if path in config_files:  # a value of the composed config, whichever file sets it
         return key or "(config)"
     return f"datasets.{key}" if key else f"(registry {path})"
 
 
-def _value(path: str, key: str, config_path: str):
-    data = _composed(config_path).data if path in _config_files(config_path) else _yaml_file(path)
+def _value(path: str, key: str, composed):
+    data = composed.data if path in composed.files else _yaml_file(path)
     value = _lookup(data, key)
     return None if value is _MISSING else value
 
